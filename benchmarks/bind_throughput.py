@@ -1,0 +1,154 @@
+"""Binding throughput: N simulated clients check in and bind against K jobs over gRPC loopback.
+
+The control plane runs as its own process (``propius up``) on the real Redis; this process is the load:
+asyncio clients, each doing CheckIn then Accept of its first offer, ``--concurrency`` at a time.
+Reports binds/s and p50/p99 latency of check-in and accept, and writes JSON.
+
+    python benchmarks/bind_throughput.py --clients 1000 10000 --jobs 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+import numpy as np
+import redis
+
+from propius.proto import propius_pb2 as pb
+from propius.proto import propius_pb2_grpc as pb_grpc
+from propius.specs import JobSpec
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_control_plane(redis_url: str, prefix: str, port: int, data_dir: Path, shard: int) -> subprocess.Popen:
+    env = {**os.environ, "PROPIUS_KEY_PREFIX": prefix, "PROPIUS_CLIENT_TTL_S": "600"}
+    command = [sys.executable, "-m", "propius.cli", "up", "--redis-url", redis_url, "--port", str(port),
+               "--data-dir", str(data_dir), "--database-url", f"sqlite:///{data_dir / 'propius.db'}",
+               "--no-verbose"]
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                            stderr=open(data_dir / f"shard-{shard}.log", "w"))  # noqa: SIM115
+
+
+async def wait_ready(address: str, timeout_s: float = 30) -> None:
+    async with grpc.aio.insecure_channel(address) as channel:
+        await asyncio.wait_for(channel.channel_ready(), timeout_s)
+
+
+async def run(n_clients: int, n_jobs: int, concurrency: int, addresses: list[str]) -> dict:
+    channels = [grpc.aio.insecure_channel(a) for a in addresses]
+    jobs_stub = pb_grpc.JobServiceStub(channels[0])
+    clients_stubs = [pb_grpc.ClientServiceStub(c) for c in channels]
+    # Enough slots for every client: demand x 1.0 over-selection per job.
+    demand = -(-n_clients // n_jobs)
+    for j in range(n_jobs):
+        spec = JobSpec.parse({"name": f"bench-{j}", "demand": demand, "over_selection": 1.0,
+                              "requirements": {"public": {"cpu_f": {"min": j}}}})
+        reply = await jobs_stub.RegisterJob(pb.RegisterJobRequest(spec_json=spec.to_json()))
+        await jobs_stub.StartRound(pb.StartRoundRequest(job_id=reply.job_id, job_token=reply.job_token))
+
+    checkin_ms: list[float] = []
+    accept_ms: list[float] = []
+    outcomes: dict[str, int] = {}
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def client(i: int) -> None:
+        stub = clients_stubs[i % len(clients_stubs)]
+        profile = pb.ClientProfile(client_id=uuid.uuid4().hex, device_class="edge",
+                                   numeric={"cpu_f": float(n_jobs), "ram": 8.0})
+        async with semaphore:
+            t0 = time.perf_counter()
+            checkin = await stub.CheckIn(pb.CheckInRequest(profile=profile, wait_s=0, max_offers=4))
+            t1 = time.perf_counter()
+            checkin_ms.append((t1 - t0) * 1000)
+            reason = "no_offer"
+            for offer in checkin.offers:
+                t2 = time.perf_counter()
+                accept = await stub.Accept(pb.AcceptRequest(client_id=checkin.client_id,
+                                                            session_token=checkin.session_token,
+                                                            offer_id=offer.offer_id))
+                accept_ms.append((time.perf_counter() - t2) * 1000)
+                reason = "bound" if accept.bound else accept.reason
+                if accept.bound:
+                    break
+            outcomes[reason] = outcomes.get(reason, 0) + 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(i) for i in range(n_clients)))
+    wall = time.perf_counter() - started
+    for channel in channels:
+        await channel.close()
+    bound = outcomes.get("bound", 0)
+    pct = lambda values, q: round(float(np.percentile(values, q)), 3)  # noqa: E731
+    return {
+        "clients": n_clients, "jobs": n_jobs, "concurrency": concurrency, "shards": len(addresses),
+        "wall_s": round(wall, 3), "binds": bound, "binds_per_s": round(bound / wall, 1), "outcomes": outcomes,
+        "checkin_ms": {"p50": pct(checkin_ms, 50), "p99": pct(checkin_ms, 99)},
+        "accept_ms": {"p50": pct(accept_ms, 50), "p99": pct(accept_ms, 99)},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--shards", type=int, default=1, help="control-plane processes sharing Redis")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bind_throughput.json"))
+    args = parser.parse_args()
+
+    redis.Redis.from_url(args.redis_url).ping()
+    results = []
+    for n in args.clients:
+        prefix = f"bench{uuid.uuid4().hex[:8]}"
+        data_dir = Path(tempfile.mkdtemp(prefix="propius-bench-"))
+        ports = [free_port() for _ in range(args.shards)]
+        processes = [start_control_plane(args.redis_url, prefix, port, data_dir, i) for i, port in enumerate(ports)]
+        addresses = [f"127.0.0.1:{port}" for port in ports]
+        try:
+            async def scenario(addresses: list[str] = addresses) -> dict:
+                for address in addresses:
+                    await wait_ready(address)
+                return await run(n, args.jobs, args.concurrency, addresses)
+
+            result = asyncio.run(scenario())
+        finally:
+            for process in processes:
+                process.terminate()
+                process.wait(10)
+            client = redis.Redis.from_url(args.redis_url)
+            keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+            for i in range(0, len(keys), 1000):
+                client.delete(*keys[i: i + 1000])
+        results.append(result)
+        print(f"N={n:>6} K={args.jobs} shards={args.shards}: {result['binds_per_s']:>8.1f} binds/s, "
+              f"check-in p50 {result['checkin_ms']['p50']} ms p99 {result['checkin_ms']['p99']} ms, "
+              f"accept p50 {result['accept_ms']['p50']} ms p99 {result['accept_ms']['p99']} ms, "
+              f"outcomes {result['outcomes']}")
+    report = {"benchmark": "bind_throughput", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+              "redis_url": args.redis_url, "results": results}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

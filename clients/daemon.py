@@ -1,0 +1,111 @@
+"""``propius-client``: one process hosting many simulated devices (or this machine as one device).
+
+The process owns what is shared: the gRPC channel, the stop signal and the exit status. SIGTERM or
+SIGINT stops new work; devices that finished training still upload, then the process exits 0. A
+second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from clients.device import AgentConfig, DeviceAgent
+from clients.identity import DeviceIdentity, detected_device, simulated_devices
+from clients.transport import Stubs, open_channel
+from propius.specs import AttributeValue, DeviceClass
+
+__all__ = ["app", "main", "run_devices"]
+
+log = logging.getLogger(__name__)
+
+
+async def run_devices(
+    server: str,
+    devices: Sequence[DeviceIdentity],
+    *,
+    stop: asyncio.Event,
+    max_tasks: int | None,
+    config: AgentConfig | None = None,
+) -> dict[str, int]:
+    """Run every device against ``server`` until ``stop`` (or ``max_tasks`` each); client_id -> tasks done."""
+    async with open_channel(server) as channel:
+        stubs = Stubs.of(channel)
+        agents = [DeviceAgent(d, stubs, stop=stop, max_tasks=max_tasks, config=config) for d in devices]
+        counts = await asyncio.gather(*(agent.run() for agent in agents))
+    return {agent.client_id: count for agent, count in zip(agents, counts, strict=True)}
+
+
+async def _serve(server: str, devices: Sequence[DeviceIdentity], max_tasks: int | None) -> dict[str, int]:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    main_task = asyncio.current_task()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            log.warning("second signal: exiting without waiting for uploads")
+            if main_task is not None:
+                main_task.cancel()
+            return
+        log.info("stopping: no new tasks; finished updates are still uploaded")
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    return await run_devices(server, devices, stop=stop, max_tasks=max_tasks)
+
+
+def _parse_attribute(text: str) -> tuple[str, AttributeValue]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise typer.BadParameter(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name, float(value)
+    except ValueError:
+        return name, value
+
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def serve(
+    server: Annotated[str, typer.Option(help="control plane address host:port")] = "127.0.0.1:50051",
+    devices: Annotated[int, typer.Option(min=1, help="simulated devices in this process")] = 1,
+    device_offset: Annotated[int, typer.Option(min=0, help="index of the first device (data rows, ids)")] = 0,
+    seed: Annotated[int, typer.Option(help="seed of device data and jitter")] = 0,
+    state_dir: Annotated[Path | None, typer.Option(help="where client ids persist across restarts")] = None,
+    max_tasks: Annotated[int | None, typer.Option(min=1, help="each device stops after this many tasks")] = None,
+    detect: Annotated[bool, typer.Option(help="one device with this machine's real attributes")] = False,
+    device_class: Annotated[DeviceClass, typer.Option(help="device class with --detect")] = DeviceClass.EDGE,
+    attr: Annotated[list[str] | None, typer.Option(help="NAME=VALUE overriding a detected attribute")] = None,
+    dataset_size: Annotated[int, typer.Option(min=1, help="private dataset size with --detect")] = 256,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+) -> None:
+    """Run devices against the control plane until SIGTERM/SIGINT (or --max-tasks each)."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if detect:
+        overrides = dict(_parse_attribute(item) for item in attr or [])
+        identities = [detected_device(seed, state_dir, device_class, overrides, dataset_size)]
+    else:
+        identities = simulated_devices(devices, device_offset, seed, state_dir)
+    log.info("%d device(s) against %s", len(identities), server)
+    try:
+        done = asyncio.run(_serve(server, identities, max_tasks))
+    except asyncio.CancelledError:
+        raise typer.Exit(1) from None
+    log.info("stopped after %d task(s)", sum(done.values()))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

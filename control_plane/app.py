@@ -1,0 +1,114 @@
+"""The control plane as one object: state, services and scheduler loop wired together.
+
+``ControlPlane`` is what ``propius up`` runs and what tests start in-process; several instances on
+one Redis and database act as shards of client traffic (every shard serves every RPC; a round's
+uploads must reach the shard that opened it, see :mod:`control_plane.rounds`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import grpc
+import redis.asyncio as aioredis
+
+from control_plane.binding import Binder
+from control_plane.client_service import ClientService
+from control_plane.data_service import DataService
+from control_plane.events import EventBus
+from control_plane.hot_state import HotState
+from control_plane.job_service import JobService
+from control_plane.jobs import JobRegistry
+from control_plane.journal import Journal
+from control_plane.rounds import RoundManager
+from control_plane.scheduler import Scheduler, SchedulerView
+from control_plane.store import Store
+from policies import load_policy
+from propius.config import Settings
+from propius.proto import propius_pb2_grpc as pb_grpc
+
+__all__ = ["ControlPlane", "grpc_options"]
+
+log = logging.getLogger(__name__)
+
+
+def grpc_options(settings: Settings) -> list[tuple[str, int]]:
+    # Messages are chunks; a little headroom over the chunk size is enough.
+    size = settings.chunk_bytes + (1 << 20)
+    return [("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)]
+
+
+class ControlPlane:
+    def __init__(self, settings: Settings) -> None:
+        if not settings.redis_url:
+            raise ValueError("ControlPlane needs a redis_url; `propius up` starts an embedded one")
+        self.settings = settings
+        self.redis = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
+        self.raw_redis = aioredis.Redis.from_url(settings.redis_url, decode_responses=False)
+        self.store = Store(settings.resolved_database_url())
+        self.hot = HotState(self.redis, settings.key_prefix)
+        self.bus = EventBus(self.redis, self.hot.events_channel)
+        self.jobs = JobRegistry(self.store)
+        self.journal = Journal(self.store)
+        self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs)
+        self.view = SchedulerView(self.hot, self.jobs, load_policy(settings.policy))
+        self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus)
+        self.scheduler = Scheduler(settings, self.view, self.jobs)
+        for task in (self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush):
+            self.scheduler.every_tick(task)
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+
+    async def _flush(self, _now: float) -> None:
+        await self.journal.flush()
+
+    @property
+    def address(self) -> str:
+        return f"{self.settings.host}:{self.port}"
+
+    async def start(self) -> ControlPlane:
+        await self.redis.ping()
+        await self.bus.start()
+        await self.rounds.recover()
+        await self.scheduler.refresh()
+        self.server = grpc.aio.server(options=grpc_options(self.settings))
+        services = (
+            (pb_grpc.add_JobServiceServicer_to_server,
+             JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.blob_ttl_s)),
+            (pb_grpc.add_ClientServiceServicer_to_server,
+             ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store)),
+            (pb_grpc.add_DataServiceServicer_to_server,
+             DataService(self.settings, self.rounds, self.binder, self.hot, self.jobs)),
+        )
+        for add, servicer in services:
+            add(servicer, self.server)
+        self.port = self.server.add_insecure_port(f"{self.settings.host}:{self.settings.port}")
+        if self.port == 0:
+            raise OSError(f"cannot listen on {self.settings.host}:{self.settings.port}")
+        await self.server.start()
+        self.scheduler.start()
+        log.info("control plane listening on %s (policy %s)", self.address, self.settings.policy)
+        return self
+
+    async def stop(self, grace_s: float = 2.0) -> None:
+        self.scheduler.stop()
+        if self.server is not None:
+            await self.server.stop(grace_s)
+        with contextlib.suppress(Exception):
+            await self.journal.flush()
+        await self.bus.stop()
+        await self.redis.aclose()
+        await self.raw_redis.aclose()
+        self.store.close()
+
+    async def __aenter__(self) -> ControlPlane:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def serve_forever(self, stop: asyncio.Event) -> None:
+        async with self:
+            await stop.wait()

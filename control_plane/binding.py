@@ -1,0 +1,172 @@
+"""Client check-in, offers and binding.
+
+A check-in returns the open jobs the client is eligible for, in policy order; if there are none it
+long-polls on :class:`WaitQueue` until a slot opens. Accept is one atomic Lua script that never binds
+more clients than a round's target. Leases expire when a client stops heart-beating, which frees its
+slot and wakes waiting clients to refill the round before its deadline.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import dataclass
+
+from control_plane.errors import InvalidArgument, PermissionDenied
+from control_plane.events import Event, EventBus
+from control_plane.hot_state import BindOutcome, HotState, RoundState
+from control_plane.jobs import ActiveJob, JobRegistry
+from control_plane.journal import Journal
+from control_plane.matching import offer_candidates
+from control_plane.scheduler import SchedulerView
+from control_plane.waiters import WaitQueue
+from propius.config import Settings
+from propius.specs import ClientProfile
+
+__all__ = ["Binder", "CheckInResult", "Offer"]
+
+
+@dataclass(frozen=True)
+class Offer:
+    offer_id: str
+    job: ActiveJob
+    state: RoundState
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class CheckInResult:
+    client_id: str
+    session_token: str
+    offers: list[Offer]
+    retry_after_s: float
+
+
+def make_offer_id(job_id: str, round_: int, attempt: int) -> str:
+    return f"{job_id}.{round_}.{attempt}.{uuid.uuid4().hex}"
+
+
+def parse_offer_id(offer_id: str) -> tuple[str, int, int]:
+    try:
+        job_id, round_, attempt, _ = offer_id.split(".")
+        return job_id, int(round_), int(attempt)
+    except ValueError:
+        raise InvalidArgument("offer_id", "malformed offer id") from None
+
+
+class Binder:
+    def __init__(
+        self, settings: Settings, hot: HotState, jobs: JobRegistry, view: SchedulerView, journal: Journal,
+        bus: EventBus,
+    ) -> None:
+        self._settings = settings
+        self._hot = hot
+        self._jobs = jobs
+        self._view = view
+        self._journal = journal
+        self._bus = bus
+        self.waiting = WaitQueue()
+        bus.add_listener(self._on_event)
+
+    # ---------------------------------------------------------------- check-in
+
+    async def check_in(self, profile: ClientProfile, wait_s: float, max_offers: int) -> CheckInResult:
+        if not profile.client_id:
+            profile = profile.model_copy(update={"client_id": uuid.uuid4().hex})
+        now = time.time()
+        await self._hot.touch_client(profile, now)
+        token = await self._hot.new_session(profile.client_id, self._settings.client_ttl_s)
+        max_offers = min(max_offers or self._settings.max_offers, self._settings.max_offers)
+        offers = await self._offers(profile, max_offers)
+        wait_s = min(max(wait_s, 0.0), self._settings.max_wait_s)
+        deadline = time.monotonic() + wait_s
+        while not offers and (remaining := deadline - time.monotonic()) > 0:
+            if not await self.waiting.wait(profile.attributes(), remaining):
+                break
+            offers = await self._offers(profile, max_offers)
+        retry_after = 0.0 if offers else self._retry_after()
+        return CheckInResult(profile.client_id, token, offers, retry_after)
+
+    async def _offers(self, profile: ClientProfile, max_offers: int) -> list[Offer]:
+        snap = await self._view.snapshot()
+        chosen = offer_candidates(profile.attributes(), snap.views, self._view.policy, snap.ctx, max_offers)
+        if not chosen:
+            return []
+        expires = time.time() + self._settings.offer_ttl_s
+        offers = []
+        for view in chosen:
+            job = self._jobs.cached(view.job_id)
+            if job is None:
+                continue
+            state = snap.states[view.job_id]
+            offers.append(Offer(make_offer_id(job.job_id, state.round, state.attempt), job, state, expires))
+        await self._hot.create_offers(
+            profile.client_id, [(offer.offer_id, offer.state) for offer in offers], self._settings.offer_ttl_s
+        )
+        return offers
+
+    def _retry_after(self) -> float:
+        """Jittered, so that clients that found nothing do not come back in lock-step."""
+        base = self._settings.max_wait_s if self._jobs.active() else 2 * self._settings.max_wait_s
+        return round(base * random.uniform(0.5, 1.0), 3)
+
+    # ---------------------------------------------------------------- binding
+
+    async def authenticate(self, client_id: str, token: str) -> None:
+        if not client_id:
+            raise InvalidArgument("client_id", "required")
+        if not token or not await self._hot.session_valid(client_id, token):
+            raise PermissionDenied(f"session of client {client_id!r} is not valid; check in again")
+
+    async def accept(self, client_id: str, token: str, offer_id: str) -> tuple[BindOutcome, RoundState | None]:
+        job_id, round_, attempt = parse_offer_id(offer_id)
+        await self.authenticate(client_id, token)
+        outcome = await self._hot.bind(job_id, offer_id, client_id, round_, attempt, self._settings.lease_s)
+        if not outcome.bound:
+            return outcome, None
+        self._journal.bound(job_id, round_, attempt, client_id)
+        await self._bus.publish(Event("client_bound", job_id, round_, attempt, client_id))
+        return outcome, await self._hot.round(job_id)
+
+    async def heartbeat(self, client_id: str, token: str, job_id: str, round_: int) -> bool:
+        await self.authenticate(client_id, token)
+        state = await self._hot.round(job_id)
+        if state is None or state.round != round_:
+            return False
+        return await self._hot.heartbeat(job_id, round_, state.attempt, client_id, self._settings.lease_s)
+
+    async def release(self, client_id: str, token: str, job_id: str, round_: int) -> bool:
+        await self.authenticate(client_id, token)
+        state = await self._hot.round(job_id)
+        if state is None or state.round != round_:
+            return False
+        freed = await self._hot.unbind(job_id, round_, state.attempt, [client_id])
+        if freed:
+            self._journal.finished(job_id, round_, state.attempt, client_id, "released")
+            await self._bus.publish(Event("client_released", job_id, round_, state.attempt, client_id, slots=freed))
+        return bool(freed)
+
+    async def reap_leases(self, now: float) -> int:
+        """Free the slots of bound clients whose lease expired (dropouts), so the round can refill."""
+        dropped = 0
+        for job_id, state in (await self._hot.rounds([j.job_id for j in self._jobs.active()])).items():
+            if state.state != "open":
+                continue
+            expired = await self._hot.expired_leases(job_id, state.round, state.attempt, now)
+            if not expired:
+                continue
+            freed = await self._hot.unbind(job_id, state.round, state.attempt, expired)
+            for client_id in expired:
+                self._journal.finished(job_id, state.round, state.attempt, client_id, "dropped")
+            if freed:
+                dropped += freed
+                await self._bus.publish(Event("client_dropped", job_id, state.round, state.attempt, slots=freed))
+        return dropped
+
+    def _on_event(self, event: Event) -> None:
+        if event.slots <= 0:
+            return
+        job = self._jobs.cached(event.job_id)
+        if job is not None:
+            self.waiting.wake(job.spec.requirements.public, event.slots)

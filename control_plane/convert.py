@@ -1,0 +1,60 @@
+"""Conversions between the control plane's typed state and the protobuf wire messages."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import ValidationError
+
+from control_plane.errors import InvalidArgument
+from control_plane.hot_state import RoundState
+from control_plane.jobs import ActiveJob
+from propius.proto import propius_pb2 as pb
+from propius.specs import ClientProfile, describe_validation_error
+
+__all__ = ["job_info", "profile_from_pb", "profile_to_pb", "round_info"]
+
+_ROUND_STATES = {"open": pb.ROUND_STATE_OPEN, "closed": pb.ROUND_STATE_CLOSED, "failed": pb.ROUND_STATE_FAILED}
+_JOB_STATES = {
+    "registered": pb.JOB_STATE_REGISTERED, "running": pb.JOB_STATE_RUNNING,
+    "completed": pb.JOB_STATE_COMPLETED, "cancelled": pb.JOB_STATE_CANCELLED,
+}
+
+
+def round_info(state: RoundState | None) -> pb.RoundInfo:
+    if state is None:
+        return pb.RoundInfo()
+    return pb.RoundInfo(
+        job_id=state.job_id, round=state.round, attempt=state.attempt, state=_ROUND_STATES[state.state],
+        demand=state.demand, target=state.target, bound=state.bound, results=state.results,
+        deadline_unix=state.deadline_at, started_unix=state.started_at, closed_unix=state.closed_at,
+    )
+
+
+def job_info(job: ActiveJob, state: RoundState | None) -> pb.JobInfo:
+    return pb.JobInfo(
+        job_id=job.job_id, name=job.spec.name, owner=job.spec.owner, state=_JOB_STATES[job.state],
+        rounds_done=job.rounds_done, rounds_total=job.spec.rounds or 0, current_round=round_info(state),
+        spec_json=job.spec.to_json(), created_unix=job.registered_at, finished_unix=job.finished_at or 0.0,
+    )
+
+
+def profile_from_pb(message: pb.ClientProfile) -> ClientProfile:
+    for name, value in message.numeric.items():
+        if not math.isfinite(value):
+            raise InvalidArgument(f"profile.numeric.{name}", "must be a finite number")
+    try:
+        return ClientProfile(
+            client_id=message.client_id, device_class=message.device_class or "edge",
+            numeric=dict(message.numeric), labels=dict(message.labels),
+        )
+    except ValidationError as error:
+        spec_error = describe_validation_error(error)
+        raise InvalidArgument(f"profile.{spec_error.field}", spec_error.message) from None
+
+
+def profile_to_pb(profile: ClientProfile) -> pb.ClientProfile:
+    return pb.ClientProfile(
+        client_id=profile.client_id, device_class=profile.device_class.value,
+        numeric=profile.numeric, labels=profile.labels,
+    )

@@ -1,0 +1,125 @@
+"""DataService: model fan-out and update upload, streamed in chunks over gRPC.
+
+Payloads are safetensors bytes (never pickles). Uploads are bounded while they stream: an update
+larger than the limit is refused with RESOURCE_EXHAUSTED before it is buffered.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator
+
+from control_plane.binding import Binder
+from control_plane.convert import round_info
+from control_plane.errors import Conflict, InvalidArgument, NotFound, ResourceExhausted, rpc_errors
+from control_plane.hot_state import HotState
+from control_plane.jobs import JobRegistry
+from control_plane.rounds import RoundManager
+from propius.config import Settings
+from propius.proto import propius_pb2 as pb
+from propius.proto import propius_pb2_grpc as pb_grpc
+
+__all__ = ["DataService"]
+
+
+async def _collect(first: bytes, rest: AsyncIterator, limit: int, field: str) -> bytes:
+    buffer = bytearray(first)
+    async for message in rest:
+        buffer += message.data
+        if len(buffer) > limit:
+            raise ResourceExhausted(f"{field}: payload exceeds {limit} bytes")
+    if len(buffer) > limit:
+        raise ResourceExhausted(f"{field}: payload exceeds {limit} bytes")
+    return bytes(buffer)
+
+
+def _metrics(text: str) -> dict[str, float]:
+    if not text:
+        return {}
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError:
+        raise InvalidArgument("metrics_json", "not valid JSON") from None
+    if not isinstance(raw, dict) or len(raw) > 64:
+        raise InvalidArgument("metrics_json", "must be an object of at most 64 numbers")
+    metrics = {}
+    for name, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise InvalidArgument(f"metrics_json.{name}", "must be a finite number")
+        metrics[str(name)] = float(value)
+    return metrics
+
+
+class DataService(pb_grpc.DataServiceServicer):
+    def __init__(self, settings: Settings, rounds: RoundManager, binder: Binder, hot: HotState, jobs: JobRegistry):
+        self._settings = settings
+        self._rounds = rounds
+        self._binder = binder
+        self._hot = hot
+        self._jobs = jobs
+
+    @rpc_errors
+    async def PublishModel(self, request_iterator: AsyncIterator[pb.PublishModelRequest], context):
+        header = await anext(aiter(request_iterator), None)
+        if header is None:
+            raise InvalidArgument("data", "empty stream")
+        job = await self._jobs.require_live(header.job_id, header.job_token)
+        payload = await _collect(header.data, request_iterator, self._settings.max_model_bytes, "data")
+        ref = await self._rounds.publish_model(job, header.round, payload)
+        return pb.PublishModelResponse(digest=ref.digest, size=ref.size)
+
+    @rpc_errors
+    async def FetchModel(self, request: pb.FetchModelRequest, context) -> AsyncIterator[pb.BlobChunk]:
+        await self._binder.authenticate(request.client_id, request.session_token)
+        state = await self._hot.round(request.job_id)
+        if state is None or state.round != request.round or state.state != "open":
+            raise Conflict(f"round {request.round} of job {request.job_id!r} is not open")
+        if not await self._hot.is_member(request.job_id, state.round, state.attempt, request.client_id):
+            raise Conflict(f"client {request.client_id!r} is not bound to this round")
+        if not state.model_digest:
+            state = await self._rounds.wait_model(request.job_id, request.round, self._settings.offer_ttl_s)
+        namespace = self._hot.namespace(request.job_id)
+        ref = await self._rounds.blobs.ref(namespace, state.model_digest)
+        if ref is None:
+            raise NotFound(f"model of round {request.round} is not available")
+        first = True
+        async for chunk in self._rounds.blobs.iter_chunks(namespace, ref.digest):
+            if first:
+                yield pb.BlobChunk(data=chunk, total_size=ref.size, digest=ref.digest)
+                first = False
+            else:
+                yield pb.BlobChunk(data=chunk)
+
+    @rpc_errors
+    async def UploadUpdate(self, request_iterator: AsyncIterator[pb.UploadUpdateRequest], context):
+        header = await anext(aiter(request_iterator), None)
+        if header is None:
+            raise InvalidArgument("data", "empty stream")
+        await self._binder.authenticate(header.client_id, header.session_token)
+        if not header.job_id:
+            raise InvalidArgument("job_id", "required")
+        if not math.isfinite(header.num_samples) or header.num_samples <= 0:
+            raise InvalidArgument("num_samples", "must be a positive, finite number")
+        metrics = _metrics(header.metrics_json)
+        payload = await _collect(header.data, request_iterator, self._settings.max_update_bytes, "data")
+        result = await self._rounds.deliver(
+            header.job_id, header.client_id, header.round, header.attempt, payload, header.num_samples, metrics
+        )
+        return pb.UploadUpdateResponse(accepted=result.accepted, duplicate=result.duplicate, results=result.results)
+
+    @rpc_errors
+    async def AwaitAggregate(self, request: pb.AwaitAggregateRequest, context) -> AsyncIterator[pb.AggregateChunk]:
+        job = await self._jobs.authorize(request.job_id, request.job_token)
+        timeout = request.timeout_s if math.isfinite(request.timeout_s) and request.timeout_s > 0 else 60.0
+        state = await self._rounds.wait_finished(job.job_id, request.round, timeout)
+        metrics = await self._rounds.metrics_of(job.job_id, state)
+        yield pb.AggregateChunk(round=round_info(state), metrics_json=json.dumps(metrics))
+        if state.round != request.round or state.state != "closed":
+            return
+        namespace = self._hot.namespace(job.job_id)
+        ref = await self._rounds.blobs.ref(namespace, state.aggregate_digest)
+        if ref is None:
+            raise NotFound(f"aggregate of round {request.round} expired")
+        async for chunk in self._rounds.blobs.iter_chunks(namespace, ref.digest):
+            yield pb.AggregateChunk(data=chunk, total_size=ref.size)

@@ -1,0 +1,98 @@
+"""Service errors and their gRPC status codes.
+
+Handlers raise these; :func:`rpc_errors` turns them into a clear status so bad input never crashes a
+service, and an unexpected exception becomes INTERNAL without taking the server down.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from propius.specs import SpecError
+
+__all__ = [
+    "Conflict",
+    "InvalidArgument",
+    "NotFound",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "ServiceError",
+    "rpc_errors",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ServiceError(Exception):
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(ServiceError):
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class NotFound(ServiceError):
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class PermissionDenied(ServiceError):
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class ResourceExhausted(ServiceError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class Conflict(ServiceError):
+    """The request is valid but the job or round is not in a state that allows it (e.g. a stale round)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+def _status(error: Exception) -> tuple[grpc.StatusCode, str]:
+    if isinstance(error, ServiceError):
+        return error.code, error.message
+    if isinstance(error, SpecError):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(error)
+    log.exception("internal error", exc_info=error)
+    return grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}"
+
+
+def rpc_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a grpc.aio servicer method (unary or server-streaming) so errors become statuses."""
+    if inspect.isasyncgenfunction(handler):
+
+        @functools.wraps(handler)
+        async def stream(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                async for item in handler(self, request, context):
+                    yield item
+            except Exception as error:  # noqa: BLE001 - every failure must become a status
+                code, message = _status(error)
+                await context.abort(code, message)
+
+        return stream
+
+    @functools.wraps(handler)
+    async def unary(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await handler(self, request, context)
+        except Exception as error:  # noqa: BLE001
+            code, message = _status(error)
+            await context.abort(code, message)
+
+    return unary

@@ -1,0 +1,101 @@
+"""Job and round events, fanned out through Redis pub/sub so every control-plane shard sees them.
+
+A shard publishes what it changed; every shard (itself included) receives it and wakes its own
+long-polling clients, job watchers and aggregate waiters. One path for local and remote changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import redis.asyncio as aioredis
+
+__all__ = ["Event", "EventBus"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str
+    job_id: str
+    round: int = 0
+    attempt: int = 0
+    client_id: str = ""
+    slots: int = 0  # bind slots this event opened (round_started, client_dropped, client_released)
+    at: float = field(default_factory=time.time)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Event:
+        return cls(**json.loads(text))
+
+
+class EventBus:
+    def __init__(self, redis: aioredis.Redis, channel: str) -> None:
+        self._redis = redis
+        self._channel = channel
+        self._queues: dict[str, set[asyncio.Queue[Event]]] = defaultdict(set)
+        self._listeners: list[Callable[[Event], None]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+
+    def add_listener(self, listener: Callable[[Event], None]) -> None:
+        self._listeners.append(listener)
+
+    async def publish(self, event: Event) -> None:
+        await self._redis.publish(self._channel, event.to_json())
+
+    @contextlib.contextmanager
+    def subscribe(self, job_id: str):  # noqa: ANN201 - a context manager yielding the queue
+        queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=10_000)
+        self._queues[job_id].add(queue)
+        try:
+            yield queue
+        finally:
+            self._queues[job_id].discard(queue)
+            if not self._queues[job_id]:
+                del self._queues[job_id]
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="propius-events")
+        await asyncio.wait_for(self._ready.wait(), 10)
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                async with self._redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(self._channel)
+                    self._ready.set()
+                    async for message in pubsub.listen():
+                        self._dispatch(Event.from_json(message["data"]))
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a Redis blip must not end event delivery
+                log.warning("event subscription lost; resubscribing", exc_info=True)
+                await asyncio.sleep(0.5)
+
+    def _dispatch(self, event: Event) -> None:
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:  # noqa: BLE001
+                log.exception("event listener failed")
+        for queue in self._queues.get(event.job_id, ()):
+            with contextlib.suppress(asyncio.QueueFull):
+                queue.put_nowait(event)

@@ -1,0 +1,337 @@
+"""Hot, TTL'd soft state in plain Redis: rounds, offers, bindings, leases, sessions, client registry.
+
+Everything that must not race (binding a client to a round, dropping an expired lease, counting a
+result) is one Lua script over keys of a single job, so it is atomic and Redis Cluster safe (all keys
+carry the job's hash tag). Nothing here needs a Redis module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from propius.keys import client_key, global_key, job_key
+from propius.specs import ClientProfile
+
+__all__ = ["BindOutcome", "HotState", "RoundState", "token_hash"]
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """The live view of a job's current round, as stored in its Redis hash."""
+
+    job_id: str
+    round: int
+    attempt: int
+    state: str  # open | closed | failed
+    demand: int
+    target: int
+    min_results: int
+    bound: int
+    results: int
+    started_at: float
+    deadline_at: float
+    closed_at: float
+    model_digest: str
+    aggregate_digest: str
+
+    @property
+    def open_slots(self) -> int:
+        return max(0, self.target - self.bound) if self.state == "open" else 0
+
+    @classmethod
+    def from_hash(cls, job_id: str, data: dict[str, str]) -> RoundState | None:
+        if not data:
+            return None
+        return cls(
+            job_id=job_id,
+            round=int(data["round"]),
+            attempt=int(data["attempt"]),
+            state=data["state"],
+            demand=int(data["demand"]),
+            target=int(data["target"]),
+            min_results=int(data["min_results"]),
+            bound=int(data.get("bound", 0)),
+            results=int(data.get("results", 0)),
+            started_at=float(data["started_at"]),
+            deadline_at=float(data["deadline_at"]),
+            closed_at=float(data.get("closed_at", 0)),
+            model_digest=data.get("model_digest", ""),
+            aggregate_digest=data.get("aggregate_digest", ""),
+        )
+
+
+@dataclass(frozen=True)
+class BindOutcome:
+    bound: bool
+    reason: str
+
+
+_ROUND_FIELDS = [
+    "round", "attempt", "state", "demand", "target", "min_results", "bound", "results",
+    "started_at", "deadline_at", "closed_at", "model_digest", "aggregate_digest",
+]
+
+# KEYS: round hash, offer, members, leases. ARGV: client, round, attempt, now, lease_s
+_BIND = """
+local off = redis.call('HMGET', KEYS[2], 'client', 'round', 'attempt')
+if not off[1] then return {0, 'offer_expired'} end
+if off[1] ~= ARGV[1] or off[2] ~= ARGV[2] or off[3] ~= ARGV[3] then return {0, 'offer_not_yours'} end
+local r = redis.call('HMGET', KEYS[1], 'round', 'attempt', 'state', 'target', 'bound', 'deadline_at')
+if r[3] ~= 'open' or r[1] ~= ARGV[2] or r[2] ~= ARGV[3] or tonumber(r[6]) < tonumber(ARGV[4]) then
+  return {0, 'round_closed'}
+end
+if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return {0, 'already_bound'} end
+if tonumber(r[5]) >= tonumber(r[4]) then return {0, 'round_full'} end
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('HINCRBY', KEYS[1], 'bound', 1)
+redis.call('ZADD', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[5]), ARGV[1])
+redis.call('DEL', KEYS[2])
+return {1, 'bound'}
+"""
+
+# Free the slot of clients that are bound but have not delivered (lease expiry or release).
+# KEYS: round hash, members, leases. ARGV: round, attempt, client...
+_UNBIND = """
+local r = redis.call('HMGET', KEYS[1], 'round', 'attempt', 'state')
+if r[1] ~= ARGV[1] or r[2] ~= ARGV[2] then return 0 end
+local freed = 0
+for i = 3, #ARGV do
+  if redis.call('ZREM', KEYS[3], ARGV[i]) == 1 then
+    redis.call('SREM', KEYS[2], ARGV[i])
+    freed = freed + 1
+  end
+end
+if freed > 0 and r[3] == 'open' then redis.call('HINCRBY', KEYS[1], 'bound', -freed) end
+return freed
+"""
+
+# KEYS: round hash, leases. ARGV: round, attempt, client, new_deadline
+_HEARTBEAT = """
+local r = redis.call('HMGET', KEYS[1], 'round', 'attempt', 'state')
+if r[1] ~= ARGV[1] or r[2] ~= ARGV[2] or r[3] ~= 'open' then return 0 end
+if not redis.call('ZSCORE', KEYS[2], ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[2], 'XX', ARGV[4], ARGV[3])
+return 1
+"""
+
+# A delivered result: the lease ends, the slot stays taken. KEYS: round hash, leases. ARGV: round, attempt, client
+_DELIVERED = """
+local r = redis.call('HMGET', KEYS[1], 'round', 'attempt', 'state')
+if r[1] ~= ARGV[1] or r[2] ~= ARGV[2] or r[3] ~= 'open' then return -1 end
+redis.call('ZREM', KEYS[2], ARGV[3])
+return redis.call('HINCRBY', KEYS[1], 'results', 1)
+"""
+
+# KEYS: round hash. ARGV: round, attempt, new state, closed_at, aggregate digest
+_FINISH = """
+local r = redis.call('HMGET', KEYS[1], 'round', 'attempt', 'state')
+if r[1] ~= ARGV[1] or r[2] ~= ARGV[2] or r[3] ~= 'open' then return 0 end
+redis.call('HSET', KEYS[1], 'state', ARGV[3], 'closed_at', ARGV[4], 'aggregate_digest', ARGV[5])
+return 1
+"""
+
+
+class HotState:
+    """Typed access to the Redis keys of the control plane (see :mod:`propius.keys`)."""
+
+    def __init__(self, redis: aioredis.Redis, prefix: str) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self._bind = redis.register_script(_BIND)
+        self._unbind = redis.register_script(_UNBIND)
+        self._heartbeat = redis.register_script(_HEARTBEAT)
+        self._delivered = redis.register_script(_DELIVERED)
+        self._finish = redis.register_script(_FINISH)
+
+    # ---------------------------------------------------------------- keys
+
+    def namespace(self, job_id: str) -> str:
+        """Key prefix of everything one job owns (the data plane stores its blobs under it too)."""
+        return job_key(self.prefix, job_id)
+
+    def _round_key(self, job_id: str) -> str:
+        return job_key(self.prefix, job_id, "round")
+
+    def _members_key(self, job_id: str, round_: int, attempt: int) -> str:
+        return job_key(self.prefix, job_id, f"r{round_}", f"a{attempt}", "members")
+
+    def _leases_key(self, job_id: str, round_: int, attempt: int) -> str:
+        return job_key(self.prefix, job_id, f"r{round_}", f"a{attempt}", "leases")
+
+    def _offer_key(self, job_id: str, offer_id: str) -> str:
+        return job_key(self.prefix, job_id, "offer", offer_id)
+
+    @property
+    def events_channel(self) -> str:
+        return global_key(self.prefix, "events")
+
+    # ---------------------------------------------------------------- rounds
+
+    async def open_round(
+        self, job_id: str, *, round_: int, attempt: int, demand: int, target: int, min_results: int,
+        started_at: float, deadline_at: float, model_digest: str = "",
+    ) -> RoundState:
+        fields: dict[str, Any] = {
+            "round": round_, "attempt": attempt, "state": "open", "demand": demand, "target": target,
+            "min_results": min_results, "bound": 0, "results": 0, "started_at": started_at,
+            "deadline_at": deadline_at, "closed_at": 0, "model_digest": model_digest, "aggregate_digest": "",
+        }
+        key = self._round_key(job_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(key)
+            pipe.hset(key, mapping=fields)
+            await pipe.execute()
+        return RoundState.from_hash(job_id, {k: str(v) for k, v in fields.items()})  # type: ignore[return-value]
+
+    async def round(self, job_id: str) -> RoundState | None:
+        return RoundState.from_hash(job_id, await self.redis.hgetall(self._round_key(job_id)))
+
+    async def rounds(self, job_ids: list[str]) -> dict[str, RoundState]:
+        """Current rounds of many jobs in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hmget(self._round_key(job_id), _ROUND_FIELDS)
+            rows = await pipe.execute()
+        result = {}
+        for job_id, values in zip(job_ids, rows, strict=True):
+            if values[0] is None:
+                continue
+            data = {k: v for k, v in zip(_ROUND_FIELDS, values, strict=True) if v is not None}
+            state = RoundState.from_hash(job_id, data)
+            if state is not None:
+                result[job_id] = state
+        return result
+
+    async def set_model_digest(self, job_id: str, digest: str) -> None:
+        await self.redis.hset(self._round_key(job_id), "model_digest", digest)
+
+    async def finish_round(self, job_id: str, round_: int, attempt: int, state: str, aggregate_digest: str) -> bool:
+        """Move an open round to closed/failed; False if it was not the open one (someone else won)."""
+        done = await self._finish(
+            keys=[self._round_key(job_id)], args=[round_, attempt, state, time.time(), aggregate_digest]
+        )
+        return bool(done)
+
+    async def members(self, job_id: str, round_: int, attempt: int) -> set[str]:
+        return set(await self.redis.smembers(self._members_key(job_id, round_, attempt)))
+
+    async def is_member(self, job_id: str, round_: int, attempt: int, client_id: str) -> bool:
+        return bool(await self.redis.sismember(self._members_key(job_id, round_, attempt), client_id))
+
+    async def has_lease(self, job_id: str, round_: int, attempt: int, client_id: str) -> bool:
+        return await self.redis.zscore(self._leases_key(job_id, round_, attempt), client_id) is not None
+
+    # ---------------------------------------------------------------- offers and binding
+
+    async def create_offers(
+        self, client_id: str, offers: list[tuple[str, RoundState]], ttl_s: float
+    ) -> None:
+        """Store (offer_id, round) pairs so that Accept can check the offer was made to this client."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for offer_id, state in offers:
+                key = self._offer_key(state.job_id, offer_id)
+                pipe.hset(key, mapping={"client": client_id, "round": state.round, "attempt": state.attempt})
+                pipe.pexpire(key, int(ttl_s * 1000))
+            await pipe.execute()
+
+    async def bind(
+        self, job_id: str, offer_id: str, client_id: str, round_: int, attempt: int, lease_s: float
+    ) -> BindOutcome:
+        bound, reason = await self._bind(
+            keys=[
+                self._round_key(job_id), self._offer_key(job_id, offer_id),
+                self._members_key(job_id, round_, attempt), self._leases_key(job_id, round_, attempt),
+            ],
+            args=[client_id, round_, attempt, time.time(), lease_s],
+        )
+        return BindOutcome(bool(bound), reason.decode() if isinstance(reason, bytes) else reason)
+
+    async def heartbeat(self, job_id: str, round_: int, attempt: int, client_id: str, lease_s: float) -> bool:
+        alive = await self._heartbeat(
+            keys=[self._round_key(job_id), self._leases_key(job_id, round_, attempt)],
+            args=[round_, attempt, client_id, time.time() + lease_s],
+        )
+        return bool(alive)
+
+    async def unbind(self, job_id: str, round_: int, attempt: int, client_ids: list[str]) -> int:
+        if not client_ids:
+            return 0
+        return int(
+            await self._unbind(
+                keys=[
+                    self._round_key(job_id), self._members_key(job_id, round_, attempt),
+                    self._leases_key(job_id, round_, attempt),
+                ],
+                args=[round_, attempt, *client_ids],
+            )
+        )
+
+    async def expired_leases(self, job_id: str, round_: int, attempt: int, now: float) -> list[str]:
+        return list(await self.redis.zrangebyscore(self._leases_key(job_id, round_, attempt), "-inf", now))
+
+    async def mark_delivered(self, job_id: str, round_: int, attempt: int, client_id: str) -> int:
+        """Count a delivered result; returns the round's result count, or -1 if the round moved on."""
+        return int(
+            await self._delivered(
+                keys=[self._round_key(job_id), self._leases_key(job_id, round_, attempt)],
+                args=[round_, attempt, client_id],
+            )
+        )
+
+    # ---------------------------------------------------------------- sessions and clients
+
+    async def new_session(self, client_id: str, ttl_s: float) -> str:
+        token = secrets.token_urlsafe(24)
+        await self.redis.set(client_key(self.prefix, client_id, "session"), token_hash(token), px=int(ttl_s * 1000))
+        return token
+
+    async def session_valid(self, client_id: str, token: str) -> bool:
+        stored = await self.redis.get(client_key(self.prefix, client_id, "session"))
+        return stored is not None and secrets.compare_digest(stored, token_hash(token))
+
+    async def touch_client(self, profile: ClientProfile, now: float) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(global_key(self.prefix, "clients", "seen"), {profile.client_id: now})
+            pipe.hset(global_key(self.prefix, "clients", "profiles"), profile.client_id, profile.model_dump_json())
+            await pipe.execute()
+
+    async def recent_clients(self, since: float) -> list[tuple[ClientProfile, float]]:
+        seen_key = global_key(self.prefix, "clients", "seen")
+        profiles_key = global_key(self.prefix, "clients", "profiles")
+        stale = await self.redis.zrangebyscore(seen_key, "-inf", f"({since}")
+        if stale:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.zrem(seen_key, *stale)
+                pipe.hdel(profiles_key, *stale)
+                await pipe.execute()
+        rows = await self.redis.zrangebyscore(seen_key, since, "+inf", withscores=True)
+        if not rows:
+            return []
+        raw = await self.redis.hmget(profiles_key, [client for client, _ in rows])
+        return [
+            (ClientProfile.model_validate_json(text), seen)
+            for (_, seen), text in zip(rows, raw, strict=True)
+            if text is not None
+        ]
+
+    # ---------------------------------------------------------------- events and cleanup
+
+    async def publish(self, kind: str, job_id: str, **fields: Any) -> None:
+        await self.redis.publish(self.events_channel, json.dumps({"kind": kind, "job_id": job_id, **fields}))
+
+    async def expire_job(self, job_id: str, ttl_s: float) -> None:
+        """A finished job's keys go away after ``ttl_s`` (results stay readable until then)."""
+        pattern = self.namespace(job_id) + ":*"
+        async for key in self.redis.scan_iter(match=pattern, count=500):
+            await self.redis.pexpire(key, int(ttl_s * 1000))

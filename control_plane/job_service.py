@@ -1,0 +1,115 @@
+"""JobService: the job-facing gRPC API (register, drive rounds, complete, watch)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+
+from control_plane.convert import job_info, round_info
+from control_plane.errors import InvalidArgument, rpc_errors
+from control_plane.events import Event, EventBus
+from control_plane.hot_state import HotState
+from control_plane.jobs import JobRegistry
+from control_plane.journal import Journal
+from control_plane.rounds import RoundManager
+from propius.proto import propius_pb2 as pb
+from propius.proto import propius_pb2_grpc as pb_grpc
+from propius.specs import JobSpec
+
+__all__ = ["JobService"]
+
+_MAX_SPEC_BYTES = 256 * 1024
+
+
+def _require_id(value: str, field: str = "job_id") -> str:
+    if not value or len(value) > 64:
+        raise InvalidArgument(field, "required (at most 64 characters)")
+    return value
+
+
+class JobService(pb_grpc.JobServiceServicer):
+    def __init__(
+        self, jobs: JobRegistry, rounds: RoundManager, hot: HotState, bus: EventBus, journal: Journal,
+        finished_ttl_s: float,
+    ) -> None:
+        self._jobs = jobs
+        self._rounds = rounds
+        self._hot = hot
+        self._bus = bus
+        self._journal = journal
+        self._finished_ttl_s = finished_ttl_s
+
+    @rpc_errors
+    async def RegisterJob(self, request: pb.RegisterJobRequest, context: grpc.aio.ServicerContext):
+        if len(request.spec_json) > _MAX_SPEC_BYTES:
+            raise InvalidArgument("spec_json", f"larger than {_MAX_SPEC_BYTES} bytes")
+        if not request.spec_json:
+            raise InvalidArgument("spec_json", "required")
+        spec = JobSpec.parse(request.spec_json)
+        job, token = await self._jobs.register(spec)
+        self._journal.event("job_registered", job.job_id, name=spec.name, owner=spec.owner)
+        await self._bus.publish(Event("job_registered", job.job_id))
+        return pb.RegisterJobResponse(job_id=job.job_id, job_token=token)
+
+    @rpc_errors
+    async def StartRound(self, request: pb.StartRoundRequest, context: grpc.aio.ServicerContext):
+        job = await self._jobs.require_live(_require_id(request.job_id), request.job_token)
+        return round_info(await self._rounds.start_round(job, request.demand))
+
+    @rpc_errors
+    async def EndRound(self, request: pb.EndRoundRequest, context: grpc.aio.ServicerContext):
+        job = await self._jobs.require_live(_require_id(request.job_id), request.job_token)
+        state = await self._hot.round(job.job_id)
+        if state is None or state.round != request.round:
+            raise InvalidArgument("round", f"job {job.job_id!r} has no round {request.round}")
+        return round_info(await self._rounds.close(job.job_id, state.round, state.attempt))
+
+    async def _finish(self, request: pb.JobRef, state: str) -> pb.JobInfo:
+        job = await self._jobs.authorize(_require_id(request.job_id), request.job_token)
+        if not job.finished:
+            await self._rounds.abort(job.job_id)
+            job = await self._jobs.update(job.job_id, state=state)
+            self._journal.event(f"job_{state}", job.job_id)
+            await self._hot.expire_job(job.job_id, self._finished_ttl_s)
+            await self._bus.publish(Event(f"job_{state}", job.job_id))
+        return job_info(job, await self._hot.round(job.job_id))
+
+    @rpc_errors
+    async def CompleteJob(self, request: pb.JobRef, context: grpc.aio.ServicerContext):
+        return await self._finish(request, "completed")
+
+    @rpc_errors
+    async def CancelJob(self, request: pb.JobRef, context: grpc.aio.ServicerContext):
+        return await self._finish(request, "cancelled")
+
+    @rpc_errors
+    async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext):
+        job = await self._jobs.get(_require_id(request.job_id))
+        return job_info(job, await self._hot.round(job.job_id))
+
+    @rpc_errors
+    async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext):
+        jobs = await self._jobs.list(request.include_finished)
+        states = await self._hot.rounds([job.job_id for job in jobs])
+        return pb.ListJobsResponse(jobs=[job_info(job, states.get(job.job_id)) for job in jobs])
+
+    @rpc_errors
+    async def WatchJob(
+        self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.JobEvent]:
+        job = await self._jobs.get(_require_id(request.job_id))
+        with self._bus.subscribe(job.job_id) as events:
+            yield pb.JobEvent(kind="snapshot", job=job_info(job, await self._hot.round(job.job_id)))
+            while not job.finished:
+                try:
+                    event = await asyncio.wait_for(events.get(), 30)
+                except TimeoutError:
+                    continue
+                job = await self._jobs.get(job.job_id)
+                state = await self._hot.round(job.job_id)
+                yield pb.JobEvent(
+                    kind=event.kind, job=job_info(job, state), round=round_info(state),
+                    client_id=event.client_id, at_unix=event.at,
+                )

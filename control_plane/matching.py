@@ -1,0 +1,40 @@
+"""Eligibility matching: which open jobs may a client serve, in which order.
+
+Pure functions over :class:`policies.JobView`, shared by the live control plane and the simulator so
+both make the same decisions for the same inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from policies import JobView, Policy, SchedulingContext
+from propius.specs import AttributeValue, Constraints
+
+__all__ = ["offer_candidates", "supply_by_class"]
+
+
+def offer_candidates(
+    attributes: Mapping[str, AttributeValue],
+    ordered_jobs: Sequence[JobView],
+    policy: Policy,
+    ctx: SchedulingContext,
+    max_offers: int,
+) -> list[JobView]:
+    """Jobs with a free slot whose public constraints admit the client, in the policy's order."""
+    attrs = dict(attributes)
+    eligible = [job for job in ordered_jobs if job.open_slots > 0 and job.public.admits(attrs)]
+    return policy.rank_for_client(attrs, eligible, ctx)[:max_offers]
+
+
+def supply_by_class(
+    clients: Iterable[Mapping[str, AttributeValue]], classes: Mapping[str, Constraints]
+) -> dict[str, int]:
+    """How many of the given clients each eligibility class admits (a client may count in several)."""
+    counts = dict.fromkeys(classes, 0)
+    for attributes in clients:
+        attrs = dict(attributes)
+        for key, constraints in classes.items():
+            if constraints.admits(attrs):
+                counts[key] += 1
+    return counts

@@ -1,0 +1,272 @@
+"""Round lifecycle: open a round, take the model, fold delivered updates, close or fail it.
+
+A round's running aggregate lives in the memory of the control-plane process that opened it (the
+data plane folds updates as they stream in, so memory is one model, not one per client). A process
+that restarts finds open rounds without an aggregate and re-opens them as a new attempt: accepted
+updates of the lost attempt are not silently mixed with new ones, and the job simply continues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+
+import redis.asyncio as aioredis
+
+from control_plane.errors import Conflict, InvalidArgument, NotFound
+from control_plane.events import Event, EventBus
+from control_plane.hot_state import HotState, RoundState
+from control_plane.jobs import ActiveJob, JobRegistry
+from control_plane.journal import Journal
+from control_plane.store import RoundRecord, Store
+from data_plane import AddResult, Aggregate, BlobRef, BlobStore, PayloadError, RoundAggregator, UpdateRejected
+from data_plane.tensors import check_finite, decode, encode, schema
+from propius.config import Settings
+
+__all__ = ["RoundManager"]
+
+log = logging.getLogger(__name__)
+
+
+class RoundManager:
+    def __init__(
+        self, settings: Settings, hot: HotState, raw_redis: aioredis.Redis, store: Store, journal: Journal,
+        bus: EventBus, jobs: JobRegistry,
+    ) -> None:
+        self._settings = settings
+        self._raw_redis = raw_redis
+        self.blobs = BlobStore(raw_redis, chunk_bytes=settings.chunk_bytes, ttl_s=settings.blob_ttl_s)
+        self._hot = hot
+        self._store = store
+        self._journal = journal
+        self._bus = bus
+        self._jobs = jobs
+        self._aggregators: dict[str, RoundAggregator] = {}
+        self._metrics: dict[str, tuple[int, int, dict[str, float]]] = {}  # job -> last closed round's
+        self._closing: dict[str, asyncio.Lock] = {}
+
+    # ---------------------------------------------------------------- opening
+
+    async def start_round(self, job: ActiveJob, demand: int) -> RoundState:
+        spec = job.spec
+        if demand < 0 or demand > 100_000:
+            raise InvalidArgument("demand", "must be between 0 and 100000")
+        demand = demand or spec.demand
+        current = await self._hot.round(job.job_id)
+        if current is not None and current.state == "open":
+            raise Conflict(f"round {current.round} of job {job.job_id!r} is still open")
+        if spec.rounds is not None and job.rounds_done >= spec.rounds:
+            raise Conflict(f"job {job.job_id!r} has run all {spec.rounds} rounds")
+        round_ = job.rounds_done
+        retry = current is not None and current.round == round_
+        attempt = current.attempt + 1 if retry else 0
+        model_digest = current.model_digest if retry else ""
+        return await self._open(job, round_, attempt, demand, model_digest)
+
+    async def _open(self, job: ActiveJob, round_: int, attempt: int, demand: int, model_digest: str) -> RoundState:
+        spec = job.spec
+        now = time.time()
+        min_results = min(spec.results_to_close, demand)
+        state = await self._hot.open_round(
+            job.job_id, round_=round_, attempt=attempt, demand=demand, target=spec.bind_target(demand),
+            min_results=min_results, started_at=now,
+            deadline_at=now + spec.schedule_timeout_s + spec.execution_timeout_s, model_digest=model_digest,
+        )
+        reference = None
+        if model_digest:
+            reference = schema(decode(await self.blobs.get(self._hot.namespace(job.job_id), model_digest)))
+        self._aggregators[job.job_id] = RoundAggregator(
+            self._raw_redis, self._hot.namespace(job.job_id), round_, attempt,
+            reference_schema=reference, max_update_bytes=self._settings.max_update_bytes,
+            ttl_s=self._settings.blob_ttl_s,
+        )
+        if job.state == "registered":
+            await self._jobs.update(job.job_id, state="running")
+        await asyncio.to_thread(
+            self._store.start_round,
+            RoundRecord(job_id=job.job_id, round=round_, attempt=attempt, demand=demand, target=state.target,
+                        state="open", results=0, started_at=now, deadline_at=state.deadline_at, closed_at=None,
+                        metrics_json="{}", model_digest=model_digest),
+        )
+        self._journal.event("round_started", job.job_id, round=round_, attempt=attempt, demand=demand)
+        await self._bus.publish(Event("round_started", job.job_id, round_, attempt, slots=state.target))
+        return state
+
+    async def recover(self) -> None:
+        """After a restart: re-open, as a new attempt, every open round whose aggregate was lost."""
+        await self._jobs.refresh()
+        for job in self._jobs.active():
+            state = await self._hot.round(job.job_id)
+            if state is None or state.state != "open" or job.job_id in self._aggregators:
+                continue
+            log.info("re-opening round %d of job %s after restart", state.round, job.job_id)
+            await self._fail(job.job_id, state, "failed")
+            await self._open(job, state.round, state.attempt + 1, state.demand, state.model_digest)
+
+    # ---------------------------------------------------------------- model and updates
+
+    async def publish_model(self, job: ActiveJob, round_: int, payload: bytes) -> BlobRef:
+        state = await self._require_open(job.job_id, round_)
+        try:
+            tensors = decode(payload, max_bytes=self._settings.max_model_bytes)
+            check_finite(tensors)
+        except PayloadError as error:
+            raise InvalidArgument(error.field, str(error)) from None
+        ref = await self.blobs.put(self._hot.namespace(job.job_id), payload)
+        await self._hot.set_model_digest(job.job_id, ref.digest)
+        aggregator = self._aggregators.get(job.job_id)
+        if aggregator is not None and aggregator.results == 0:
+            aggregator.reference_schema = schema(tensors)
+        await asyncio.to_thread(self._store.set_round_model, job.job_id, round_, state.attempt, ref.digest)
+        await self._bus.publish(Event("model_published", job.job_id, round_, state.attempt))
+        return ref
+
+    async def deliver(
+        self, job_id: str, client_id: str, round_: int, attempt: int, payload: bytes, weight: float,
+        metrics: dict[str, float],
+    ) -> AddResult:
+        """Fold one client's update; the round closes when enough results are in."""
+        state = await self._require_open(job_id, round_)
+        if state.attempt != attempt:
+            raise Conflict(f"attempt {attempt} of round {round_} is over (now attempt {state.attempt})")
+        aggregator = self._aggregators.get(job_id)
+        if aggregator is None:
+            raise Conflict(f"round {round_} of job {job_id!r} is being re-opened; check in again")
+        if not await self._hot.is_member(job_id, round_, attempt, client_id):
+            raise Conflict(f"client {client_id!r} is not bound to round {round_} (lease lost or never bound)")
+        try:
+            result = await aggregator.add(client_id, payload, weight, metrics)
+        except PayloadError as error:
+            raise InvalidArgument(error.field, str(error)) from None
+        except UpdateRejected as error:
+            if error.field == "round":
+                raise Conflict(str(error)) from None
+            raise InvalidArgument(error.field, str(error)) from None
+        if not result.accepted:
+            return result
+        results = await self._hot.mark_delivered(job_id, round_, attempt, client_id)
+        self._journal.finished(job_id, round_, attempt, client_id, "completed", weight)
+        await self._bus.publish(Event("update_accepted", job_id, round_, attempt, client_id))
+        if results >= state.min_results:
+            await self.close(job_id, round_, attempt)
+        return AddResult(accepted=True, duplicate=False, results=max(results, result.results))
+
+    # ---------------------------------------------------------------- closing
+
+    async def close(self, job_id: str, round_: int, attempt: int) -> RoundState:
+        """Finalize the aggregate and close the round (or fail it when nothing arrived)."""
+        async with self._closing.setdefault(job_id, asyncio.Lock()):
+            state = await self._hot.round(job_id)
+            if state is None or state.state != "open" or (state.round, state.attempt) != (round_, attempt):
+                return state  # type: ignore[return-value]
+            aggregator = self._aggregators.get(job_id)
+            if aggregator is None or aggregator.results == 0:
+                return await self._fail(job_id, state, "failed")
+            aggregate: Aggregate = await aggregator.finalize()
+            payload = await asyncio.to_thread(encode, aggregate.tensors)
+            ref = await self.blobs.put(self._hot.namespace(job_id), payload)
+            if not await self._hot.finish_round(job_id, round_, attempt, "closed", ref.digest):
+                return await self._hot.round(job_id)  # type: ignore[return-value]
+            self._aggregators.pop(job_id, None)
+            await aggregator.discard()
+            self._metrics[job_id] = (round_, attempt, aggregate.metrics)
+            job = await self._jobs.update(job_id, rounds_done=round_ + 1)
+            await asyncio.to_thread(
+                self._store.finish_round, job_id, round_, attempt, "closed", aggregate.results, time.time(),
+                json.dumps(aggregate.metrics),
+            )
+            await self._release_unfinished(job_id, round_, attempt)
+            self._journal.event("round_closed", job_id, round=round_, attempt=attempt, results=aggregate.results)
+            await self._bus.publish(Event("round_closed", job_id, round_, attempt))
+            log.info("job %s round %d closed with %d results", job.spec.name, round_, aggregate.results)
+            return await self._hot.round(job_id)  # type: ignore[return-value]
+
+    async def _fail(self, job_id: str, state: RoundState, outcome: str) -> RoundState:
+        if await self._hot.finish_round(job_id, state.round, state.attempt, outcome, ""):
+            aggregator = self._aggregators.pop(job_id, None)
+            if aggregator is not None:
+                await aggregator.discard()
+            await asyncio.to_thread(
+                self._store.finish_round, job_id, state.round, state.attempt, outcome, state.results, time.time(), "{}"
+            )
+            await self._release_unfinished(job_id, state.round, state.attempt)
+            self._journal.event("round_failed", job_id, round=state.round, attempt=state.attempt)
+            await self._bus.publish(Event("round_failed", job_id, state.round, state.attempt))
+        return await self._hot.round(job_id)  # type: ignore[return-value]
+
+    async def _release_unfinished(self, job_id: str, round_: int, attempt: int) -> None:
+        """Clients still working on a finished round are told so by their next heartbeat; log them."""
+        for client_id in await self._hot.expired_leases(job_id, round_, attempt, float("inf")):
+            self._journal.finished(job_id, round_, attempt, client_id, "released")
+
+    async def abort(self, job_id: str) -> None:
+        """A completed or cancelled job: fail its open round, if any."""
+        state = await self._hot.round(job_id)
+        if state is not None and state.state == "open":
+            await self._fail(job_id, state, "failed")
+
+    async def sweep_deadlines(self, now: float) -> None:
+        """Close rounds whose deadline passed: with the results they have if enough, else fail them."""
+        for job in self._jobs.active():
+            if job.job_id not in self._aggregators:
+                continue
+            state = await self._hot.round(job.job_id)
+            if state is None or state.state != "open" or state.deadline_at > now:
+                continue
+            if state.results >= state.min_results:
+                await self.close(job.job_id, state.round, state.attempt)
+            else:
+                await self._fail(job.job_id, state, "failed")
+
+    # ---------------------------------------------------------------- reading results
+
+    async def wait_finished(self, job_id: str, round_: int, timeout: float) -> RoundState:
+        """Block until ``round_`` of the job is closed or failed (event-driven), or ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._bus.subscribe(job_id) as events:
+            while True:
+                state = await self._hot.round(job_id)
+                if state is None:
+                    raise NotFound(f"job {job_id!r} has no round")
+                if state.round > round_ or (state.round == round_ and state.state != "open"):
+                    return state
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return state
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(events.get(), remaining)
+
+    async def wait_model(self, job_id: str, round_: int, timeout: float) -> RoundState:
+        """Block until the job has published the model of the open round ``round_``."""
+        deadline = time.monotonic() + timeout
+        with self._bus.subscribe(job_id) as events:
+            while True:
+                state = await self._require_open(job_id, round_)
+                if state.model_digest:
+                    return state
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise Conflict(f"the model of round {round_} is not published yet; retry")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(events.get(), remaining)
+
+    async def metrics_of(self, job_id: str, state: RoundState) -> dict[str, float]:
+        """Client metrics of a closed round: from memory if this process closed it, else the store."""
+        cached = self._metrics.get(job_id)
+        if cached is not None and cached[:2] == (state.round, state.attempt):
+            return cached[2]
+        for record in await asyncio.to_thread(self._store.rounds, job_id):
+            if (record.round, record.attempt) == (state.round, state.attempt):
+                return json.loads(record.metrics_json or "{}")
+        return {}
+
+    async def _require_open(self, job_id: str, round_: int) -> RoundState:
+        state = await self._hot.round(job_id)
+        if state is None:
+            raise NotFound(f"job {job_id!r} has no round {round_}")
+        if state.round != round_ or state.state != "open":
+            raise Conflict(f"round {round_} of job {job_id!r} is not open (current round {state.round}, {state.state})")
+        return state

@@ -1,0 +1,115 @@
+"""The scheduler loop (APScheduler): supply estimates, policy order, lease reaping, round deadlines.
+
+Binding itself is event-driven (see :mod:`control_plane.binding`); this loop does the periodic work
+that no single request triggers: estimating supply per eligibility class from recent check-ins of all
+shards, freeing slots of clients that stopped heart-beating, closing rounds past their deadline and
+flushing the durable journal.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from control_plane.hot_state import HotState, RoundState
+from control_plane.jobs import ActiveJob, JobRegistry
+from control_plane.matching import supply_by_class
+from policies import JobView, Policy, SchedulingContext
+from propius.config import Settings
+
+__all__ = ["Scheduler", "SchedulerView", "Snapshot"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Jobs with an open round, in policy order, with the round states they were built from."""
+
+    views: list[JobView]
+    states: dict[str, RoundState]
+    ctx: SchedulingContext
+
+
+def job_view(job: ActiveJob, state: RoundState, supply: int) -> JobView:
+    spec = job.spec
+    return JobView(
+        job_id=job.job_id, name=spec.name, owner=spec.owner, registered_at=job.registered_at,
+        priority=spec.priority, demand=state.demand, target=state.target, bound=state.bound,
+        results=state.results, rounds_total=spec.rounds, rounds_done=job.rounds_done,
+        eligibility_key=spec.requirements.eligibility_key(), public=spec.requirements.public, supply=supply,
+    )
+
+
+class SchedulerView:
+    """What check-ins read: the policy, supply estimates and a live, ordered view of open rounds."""
+
+    def __init__(self, hot: HotState, jobs: JobRegistry, policy: Policy, seed: int = 0) -> None:
+        self._hot = hot
+        self._jobs = jobs
+        self.policy = policy
+        self._seed = seed
+        self.supply: dict[str, int] = {}
+
+    async def snapshot(self) -> Snapshot:
+        active = {job.job_id: job for job in self._jobs.active()}
+        states = {
+            job_id: state
+            for job_id, state in (await self._hot.rounds(list(active))).items()
+            if state.state == "open"
+        }
+        views = [
+            job_view(active[job_id], state, self.supply.get(active[job_id].spec.requirements.eligibility_key(), 0))
+            for job_id, state in states.items()
+        ]
+        ctx = SchedulingContext(now=time.time(), supply_by_class=dict(self.supply), seed=self._seed)
+        return Snapshot(self.policy.order(views, ctx), states, ctx)
+
+    async def estimate_supply(self, window_s: float) -> dict[str, int]:
+        classes = {job.spec.requirements.eligibility_key(): job.spec.requirements.public for job in self._jobs.active()}
+        recent = await self._hot.recent_clients(time.time() - window_s)
+        self.supply = supply_by_class((profile.attributes() for profile, _ in recent), classes)
+        return self.supply
+
+
+class Scheduler:
+    """Runs the periodic tasks on an AsyncIOScheduler inside the control plane's event loop."""
+
+    def __init__(self, settings: Settings, view: SchedulerView, jobs: JobRegistry) -> None:
+        self._settings = settings
+        self._view = view
+        self._jobs = jobs
+        self._scheduler = AsyncIOScheduler()
+        self._tasks: list[Callable[[float], Awaitable[object]]] = []
+
+    def every_tick(self, task: Callable[[float], Awaitable[object]]) -> None:
+        self._tasks.append(task)
+
+    async def tick(self) -> None:
+        now = time.time()
+        for task in self._tasks:
+            try:
+                await task(now)
+            except Exception:  # noqa: BLE001 - one failing task must not stop the loop
+                log.exception("scheduler task %s failed", getattr(task, "__qualname__", task))
+
+    async def refresh(self) -> None:
+        try:
+            await self._jobs.refresh()
+            await self._view.estimate_supply(self._settings.client_ttl_s)
+        except Exception:  # noqa: BLE001
+            log.exception("supply estimation failed")
+
+    def start(self) -> None:
+        period = self._settings.scheduler_period_s
+        self._scheduler.add_job(self.tick, "interval", seconds=period, max_instances=1, coalesce=True)
+        self._scheduler.add_job(self.refresh, "interval", seconds=max(period, 5.0), max_instances=1, coalesce=True)
+        self._scheduler.start()
+
+    def stop(self) -> None:
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=False)

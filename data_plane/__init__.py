@@ -1,0 +1,12 @@
+"""The Propius data plane: model fan-out and update aggregation, backed by plain Redis.
+
+Tensors travel as safetensors bytes (:mod:`data_plane.tensors`); models are content-addressed chunked
+blobs (:mod:`data_plane.blobs`); updates fold into a streaming weighted FedAvg
+(:mod:`data_plane.aggregator`).
+"""
+
+from data_plane.aggregator import AddResult, Aggregate, RoundAggregator, UpdateRejected
+from data_plane.blobs import BlobRef, BlobStore
+from data_plane.tensors import PayloadError
+
+__all__ = ["AddResult", "Aggregate", "BlobRef", "BlobStore", "PayloadError", "RoundAggregator", "UpdateRejected"]

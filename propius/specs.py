@@ -1,0 +1,195 @@
+"""User-facing specs: the single source of truth for what a job asks for and what a client offers.
+
+The same models validate a YAML file on the user's machine, the JSON that crosses the wire in
+``RegisterJob`` and the private constraints a device evaluates locally, so a spec can never mean one
+thing to the SDK and another to the control plane.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
+
+__all__ = [
+    "AttributeValue",
+    "ClientProfile",
+    "Constraint",
+    "Constraints",
+    "DeviceClass",
+    "JobSpec",
+    "Requirements",
+    "SpecError",
+    "TaskConfig",
+    "describe_validation_error",
+]
+
+AttributeValue = float | str
+
+
+class SpecError(ValueError):
+    """A spec failed validation; ``field`` names the offending field (dotted path)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def describe_validation_error(error: ValidationError) -> SpecError:
+    """Turn pydantic's error list into one SpecError naming the first bad field."""
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "<spec>"
+    return SpecError(field, first["msg"])
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class DeviceClass(StrEnum):
+    EDGE = "edge"
+    CLOUD = "cloud"
+
+
+class Constraint(_Strict):
+    """One attribute constraint: a numeric range (``min``/``max``, inclusive) or set membership (``in``)."""
+
+    min: float | None = None
+    max: float | None = None
+    in_: Annotated[frozenset[str] | None, Field(alias="in")] = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Constraint:
+        has_range = self.min is not None or self.max is not None
+        if has_range and self.in_ is not None:
+            raise ValueError("use either min/max or in, not both")
+        if not has_range and self.in_ is None:
+            raise ValueError("give min, max or in")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is above max {self.max}")
+        return self
+
+    def admits(self, value: AttributeValue | None) -> bool:
+        if value is None:
+            return False
+        if self.in_ is not None:
+            return str(value) in self.in_
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                return False
+        if math.isnan(value):
+            return False
+        return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
+
+
+class Constraints(RootModel[dict[str, Constraint]]):
+    """Attribute name -> constraint; a client satisfies it when every named attribute is admitted."""
+
+    root: dict[str, Constraint] = Field(default_factory=dict)
+
+    def admits(self, attributes: dict[str, AttributeValue]) -> bool:
+        return all(c.admits(attributes.get(name)) for name, c in self.root.items())
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Constraints:
+        return cls.model_validate_json(text or "{}")
+
+
+class Requirements(_Strict):
+    """Public constraints are matched by the control plane; private ones only ever run on the device."""
+
+    public: Constraints = Field(default_factory=Constraints)
+    private: Constraints = Field(default_factory=Constraints)
+
+    def eligibility_key(self) -> str:
+        """Jobs with equal public constraints form one eligibility class."""
+        return self.public.to_json()
+
+
+class TaskConfig(_Strict):
+    """What a client's executor runs; ``executor`` names a registered executor plug-in."""
+
+    executor: str = "torch-train"
+    model: str = "mlp"
+    local_steps: int = Field(default=10, ge=1)
+    batch_size: int = Field(default=32, ge=1)
+    learning_rate: float = Field(default=0.1, gt=0)
+    options: dict[str, float | int | str | bool] = Field(default_factory=dict)
+
+
+class JobSpec(_Strict):
+    """A federated-learning job as a user submits it (``propius submit job.yaml``)."""
+
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    owner: str = Field(default="anonymous", min_length=1, max_length=128)
+    rounds: int | None = Field(default=None, ge=1, description="None: open-ended")
+    demand: int = Field(ge=1, le=100_000, description="results wanted per round")
+    over_selection: float = Field(default=1.3, ge=1.0, le=10.0)
+    min_results: int | None = Field(default=None, ge=1, description="results that close a round; default demand")
+    schedule_timeout_s: float = Field(default=120.0, gt=0)
+    execution_timeout_s: float = Field(default=180.0, gt=0)
+    priority: float = 0.0
+    requirements: Requirements = Field(default_factory=Requirements)
+    task: TaskConfig = Field(default_factory=TaskConfig)
+
+    @model_validator(mode="after")
+    def _min_results_fits(self) -> JobSpec:
+        if self.min_results is not None and self.min_results > self.demand:
+            raise ValueError(f"min_results ({self.min_results}) exceeds demand ({self.demand})")
+        return self
+
+    @property
+    def results_to_close(self) -> int:
+        return self.min_results or self.demand
+
+    def bind_target(self, demand: int) -> int:
+        """How many clients may bind for a round of ``demand``: over-selection absorbs stragglers."""
+        return max(demand, math.ceil(demand * self.over_selection))
+
+    @classmethod
+    def parse(cls, data: dict[str, Any] | str) -> JobSpec:
+        """Validate a dict or JSON text; raise SpecError naming the first bad field."""
+        try:
+            if isinstance(data, str):
+                return cls.model_validate_json(data)
+            return cls.model_validate(data)
+        except ValidationError as error:
+            raise describe_validation_error(error) from None
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> JobSpec:
+        try:
+            data = yaml.safe_load(Path(path).read_text())
+        except yaml.YAMLError as error:
+            raise SpecError("<yaml>", str(error)) from None
+        if not isinstance(data, dict):
+            raise SpecError("<yaml>", "expected a mapping at the top level")
+        return cls.parse(data)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
+
+class ClientProfile(_Strict):
+    """What a device tells the control plane about itself. Private attributes are not part of it."""
+
+    client_id: str = Field(default="", max_length=128)
+    device_class: DeviceClass = DeviceClass.EDGE
+    numeric: dict[str, float] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    def attributes(self) -> dict[str, AttributeValue]:
+        """The flat view constraints are evaluated on (``device_class`` included)."""
+        merged: dict[str, AttributeValue] = {**self.labels, **self.numeric}
+        merged["device_class"] = self.device_class.value
+        return merged

@@ -1,0 +1,52 @@
+from pathlib import Path
+
+from clients.identity import derive_seed, detected_device, simulated_devices
+from propius.devices import DeviceRow, load_dataset_sizes, load_devices
+from propius.specs import Constraints, DeviceClass
+
+
+def test_packaged_devices_have_requirement_attribute_names() -> None:
+    rows = load_devices()
+    assert len(rows) == 64
+    profile = rows[0].profile("abc")
+    assert profile.client_id == "abc"
+    assert profile.device_class is DeviceClass.EDGE
+    assert set(profile.numeric) == {"cpu_f", "ram", "fp16_mem", "android_os"}
+    assert profile.numeric["ram"] == rows[0].ram
+
+
+def test_thresholds_split_the_packaged_devices() -> None:
+    strong = Constraints.model_validate({"cpu_f": {"min": 7}, "ram": {"min": 6}})
+    admitted = [strong.admits(row.profile("x").attributes()) for row in load_devices()]
+    assert 0 < sum(admitted) < len(admitted)
+    assert any(admitted[:8]) and not all(admitted[:8])
+
+
+def test_dataset_sizes_are_positive() -> None:
+    sizes = load_dataset_sizes()
+    assert len(sizes) == 64
+    assert all(size > 0 for size in sizes)
+
+
+def test_load_devices_from_a_given_file(tmp_path: Path) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text("idx,device,cpu_f,ram_gb,fp16_mem,android_os,ms_per_sample\n0,Phone,1.5,4,900,12,80\n")
+    assert load_devices(path) == [DeviceRow("Phone", 1.5, 4.0, 900.0, 12.0, 80.0)]
+
+
+def test_simulated_devices_wrap_and_keep_their_ids(tmp_path: Path) -> None:
+    first = simulated_devices(3, 63, seed=1, state_dir=tmp_path)
+    again = simulated_devices(3, 63, seed=1, state_dir=tmp_path)
+    assert [d.client_id for d in first] == [d.client_id for d in again]
+    assert len({d.client_id for d in first}) == 3
+    assert first[1].profile.numeric == load_devices()[0].profile("").numeric  # index 64 wraps to row 0
+    assert first[1].private == {"dataset_size": float(load_dataset_sizes()[0])}
+    assert "dataset_size" not in first[1].profile.attributes()
+    assert first[0].seed == derive_seed(1, 63) != first[1].seed
+
+
+def test_detected_device_keeps_dataset_size_private(tmp_path: Path) -> None:
+    device = detected_device(seed=0, state_dir=tmp_path, overrides={"gpu": "yes", "ram": 3.0}, dataset_size=90)
+    assert device.private == {"dataset_size": 90.0}
+    assert device.profile.labels["gpu"] == "yes" and device.profile.numeric["ram"] == 3.0
+    assert detected_device(seed=0, state_dir=tmp_path).client_id == device.client_id

