@@ -72,6 +72,7 @@ class _Choice:
     config: TaskConfig
     executor: Executor
     accepted: pb.AcceptResponse
+    clock: dict[str, float]  # NTP-style estimate from the Accept round trip: clock_offset_s, rtt_s
 
 
 class DeviceAgent:
@@ -151,12 +152,15 @@ class DeviceAgent:
             if prepared is None:
                 continue
             config, executor = prepared
+            sent = time.time()
             accepted = await self._stubs.clients.Accept(
                 pb.AcceptRequest(client_id=self._client_id, session_token=self._session, offer_id=offer.offer_id),
                 timeout=self._config.rpc_timeout_s,
             )
+            received = time.time()
             if accepted.bound:
-                return _Choice(offer, config, executor, accepted)
+                offset = accepted.server_unix - (sent + received) / 2 if accepted.server_unix else 0.0
+                return _Choice(offer, config, executor, accepted, {"clock_offset_s": offset, "rtt_s": received - sent})
             log.debug("device %s: offer of job %s not bound: %s", self._client_id, offer.job_id, accepted.reason)
         return None
 
@@ -187,7 +191,7 @@ class DeviceAgent:
         lost = asyncio.Event()
         heartbeat = asyncio.create_task(self._heartbeat(binding, lost))
         try:
-            timings = {"fetch_start": time.time()}
+            timings = {**choice.clock, "fetch_start": time.time()}
             model = await self._unless(self._fetch(binding), lost, self._stop)
             if model is None:
                 await self._abandon(binding, "lease lost" if lost.is_set() else "stopping")

@@ -55,6 +55,7 @@ class ClientService(pb_grpc.ClientServiceServicer):
             client_id=result.client_id,
             session_token=result.session_token,
             retry_after_s=result.retry_after_s,
+            server_unix=time.time(),
             offers=[
                 pb.TaskOffer(
                     offer_id=offer.offer_id, job_id=offer.job.job_id, job_name=offer.job.spec.name,
@@ -72,17 +73,18 @@ class ClientService(pb_grpc.ClientServiceServicer):
             raise InvalidArgument("offer_id", "required")
         outcome, state = await self._binder.accept(request.client_id, request.session_token, request.offer_id)
         if not outcome.bound or state is None:
-            return pb.AcceptResponse(bound=False, reason=outcome.reason)
+            return pb.AcceptResponse(bound=False, reason=outcome.reason, server_unix=time.time())
         return pb.AcceptResponse(
             bound=True, reason=outcome.reason, job_id=state.job_id, round=state.round, attempt=state.attempt,
             lease_s=self._settings.lease_s, deadline_unix=state.deadline_at, model_digest=state.model_digest,
+            server_unix=time.time(),
         )
 
     @rpc_errors
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext):
         job_id, round_ = _job_round(request)
         valid = await self._binder.heartbeat(request.client_id, request.session_token, job_id, round_)
-        return pb.HeartbeatResponse(valid=valid, lease_s=self._settings.lease_s)
+        return pb.HeartbeatResponse(valid=valid, lease_s=self._settings.lease_s, server_unix=time.time())
 
     @rpc_errors
     async def Release(self, request: pb.ReleaseRequest, context: grpc.aio.ServicerContext):

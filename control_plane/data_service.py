@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import AsyncIterator
 
 from control_plane.binding import Binder
@@ -16,6 +17,7 @@ from control_plane.errors import Conflict, InvalidArgument, NotFound, ResourceEx
 from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
 from control_plane.rounds import RoundManager
+from control_plane.tracing import ClientTimings
 from propius.config import Settings
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
@@ -34,21 +36,22 @@ async def _collect(first: bytes, rest: AsyncIterator, limit: int, field: str) ->
     return bytes(buffer)
 
 
-def _metrics(text: str) -> dict[str, float]:
+def _numbers(text: str, field: str) -> dict[str, float]:
+    """A small JSON object of finite numbers (client metrics, phase timings)."""
     if not text:
         return {}
     try:
         raw = json.loads(text)
     except json.JSONDecodeError:
-        raise InvalidArgument("metrics_json", "not valid JSON") from None
+        raise InvalidArgument(field, "not valid JSON") from None
     if not isinstance(raw, dict) or len(raw) > 64:
-        raise InvalidArgument("metrics_json", "must be an object of at most 64 numbers")
-    metrics = {}
+        raise InvalidArgument(field, "must be an object of at most 64 numbers")
+    numbers = {}
     for name, value in raw.items():
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise InvalidArgument(f"metrics_json.{name}", "must be a finite number")
-        metrics[str(name)] = float(value)
-    return metrics
+            raise InvalidArgument(f"{field}.{name}", "must be a finite number")
+        numbers[str(name)] = float(value)
+    return numbers
 
 
 class DataService(pb_grpc.DataServiceServicer):
@@ -61,12 +64,13 @@ class DataService(pb_grpc.DataServiceServicer):
 
     @rpc_errors
     async def PublishModel(self, request_iterator: AsyncIterator[pb.PublishModelRequest], context):
+        started = time.time()
         header = await anext(aiter(request_iterator), None)
         if header is None:
             raise InvalidArgument("data", "empty stream")
         job = await self._jobs.require_live(header.job_id, header.job_token)
         payload = await _collect(header.data, request_iterator, self._settings.max_model_bytes, "data")
-        ref = await self._rounds.publish_model(job, header.round, payload)
+        ref = await self._rounds.publish_model(job, header.round, payload, started)
         return pb.PublishModelResponse(digest=ref.digest, size=ref.size)
 
     @rpc_errors
@@ -101,10 +105,12 @@ class DataService(pb_grpc.DataServiceServicer):
             raise InvalidArgument("job_id", "required")
         if not math.isfinite(header.num_samples) or header.num_samples <= 0:
             raise InvalidArgument("num_samples", "must be a positive, finite number")
-        metrics = _metrics(header.metrics_json)
+        metrics = _numbers(header.metrics_json, "metrics_json")
+        timings = ClientTimings.parse(_numbers(header.timings_json, "timings_json"))
         payload = await _collect(header.data, request_iterator, self._settings.max_update_bytes, "data")
         result = await self._rounds.deliver(
-            header.job_id, header.client_id, header.round, header.attempt, payload, header.num_samples, metrics
+            header.job_id, header.client_id, header.round, header.attempt, payload, header.num_samples, metrics,
+            timings,
         )
         return pb.UploadUpdateResponse(accepted=result.accepted, duplicate=result.duplicate, results=result.results)
 

@@ -10,7 +10,7 @@ import asyncio
 import json
 import time
 
-from control_plane.store import BindingOutcome, BindingRecord, EventRecord, Store
+from control_plane.store import BindingOutcome, BindingRecord, EventRecord, Store, TraceEventRecord
 
 __all__ = ["Journal"]
 
@@ -22,6 +22,7 @@ class Journal:
         self._bindings: list[BindingRecord] = []
         self._outcomes: list[BindingOutcome] = []
         self._events: list[EventRecord] = []
+        self._traces: list[TraceEventRecord] = []
         self._lock = asyncio.Lock()
 
     def bound(self, job_id: str, round_: int, attempt: int, client_id: str) -> None:
@@ -43,9 +44,12 @@ class Journal:
                         detail_json=json.dumps(detail, default=str))
         )
 
+    def traces(self, spans: list[TraceEventRecord]) -> None:
+        self._traces.extend(spans)
+
     @property
     def pending(self) -> int:
-        return len(self._bindings) + len(self._outcomes) + len(self._events)
+        return len(self._bindings) + len(self._outcomes) + len(self._events) + len(self._traces)
 
     async def flush(self) -> None:
         async with self._lock:
@@ -53,9 +57,11 @@ class Journal:
                 bindings, self._bindings = self._bindings[: self._max_batch], self._bindings[self._max_batch:]
                 outcomes, self._outcomes = self._outcomes[: self._max_batch], self._outcomes[self._max_batch:]
                 events, self._events = self._events[: self._max_batch], self._events[self._max_batch:]
-                await asyncio.to_thread(self._write, bindings, outcomes, events)
+                traces, self._traces = self._traces[: self._max_batch], self._traces[self._max_batch:]
+                await asyncio.to_thread(self._write, bindings, outcomes, events, traces)
 
-    def _write(self, bindings: list[BindingRecord], outcomes: list[BindingOutcome], events: list[EventRecord]) -> None:
+    def _write(self, bindings: list[BindingRecord], outcomes: list[BindingOutcome], events: list[EventRecord],
+               traces: list[TraceEventRecord]) -> None:
         # Bindings first: an outcome updates the row its binding inserted.
         if bindings:
             self._store.record_bindings(bindings)
@@ -63,3 +69,5 @@ class Journal:
             self._store.finish_bindings(outcomes)
         if events:
             self._store.record_events(events)
+        if traces:
+            self._store.record_trace_events(traces)

@@ -22,6 +22,7 @@ from control_plane.hot_state import HotState, RoundState
 from control_plane.jobs import ActiveJob, JobRegistry
 from control_plane.journal import Journal
 from control_plane.store import RoundRecord, Store
+from control_plane.tracing import ClientTimings, TraceRecorder
 from data_plane import AddResult, Aggregate, BlobRef, BlobStore, PayloadError, RoundAggregator, UpdateRejected
 from data_plane.tensors import check_finite, decode, encode, schema
 from propius.config import Settings
@@ -44,6 +45,7 @@ class RoundManager:
         self._journal = journal
         self._bus = bus
         self._jobs = jobs
+        self.trace = TraceRecorder(journal, max_rounds=settings.trace_max_rounds, max_ranks=settings.trace_max_ranks)
         self._aggregators: dict[str, RoundAggregator] = {}
         self._metrics: dict[str, tuple[int, int, dict[str, float]]] = {}  # job -> last closed round's
         self._closing: dict[str, asyncio.Lock] = {}
@@ -83,6 +85,7 @@ class RoundManager:
             reference_schema=reference, max_update_bytes=self._settings.max_update_bytes,
             ttl_s=self._settings.blob_ttl_s,
         )
+        self.trace.round_started(job.job_id, round_, attempt, now)
         if job.state == "registered":
             await self._jobs.update(job.job_id, state="running")
         await asyncio.to_thread(
@@ -108,7 +111,8 @@ class RoundManager:
 
     # ---------------------------------------------------------------- model and updates
 
-    async def publish_model(self, job: ActiveJob, round_: int, payload: bytes) -> BlobRef:
+    async def publish_model(self, job: ActiveJob, round_: int, payload: bytes, received_from: float) -> BlobRef:
+        """Store the round's model; ``received_from`` is when its upload began (for the trace)."""
         state = await self._require_open(job.job_id, round_)
         try:
             tensors = decode(payload, max_bytes=self._settings.max_model_bytes)
@@ -117,6 +121,7 @@ class RoundManager:
             raise InvalidArgument(error.field, str(error)) from None
         ref = await self.blobs.put(self._hot.namespace(job.job_id), payload)
         await self._hot.set_model_digest(job.job_id, ref.digest)
+        self.trace.model_published(job.job_id, round_, received_from, time.time(), ref.size)
         aggregator = self._aggregators.get(job.job_id)
         if aggregator is not None and aggregator.results == 0:
             aggregator.reference_schema = schema(tensors)
@@ -126,7 +131,7 @@ class RoundManager:
 
     async def deliver(
         self, job_id: str, client_id: str, round_: int, attempt: int, payload: bytes, weight: float,
-        metrics: dict[str, float],
+        metrics: dict[str, float], timings: ClientTimings | None = None,
     ) -> AddResult:
         """Fold one client's update; the round closes when enough results are in."""
         state = await self._require_open(job_id, round_)
@@ -137,6 +142,7 @@ class RoundManager:
             raise Conflict(f"round {round_} of job {job_id!r} is being re-opened; check in again")
         if not await self._hot.is_member(job_id, round_, attempt, client_id):
             raise Conflict(f"client {client_id!r} is not bound to round {round_} (lease lost or never bound)")
+        received_at = time.time()
         try:
             result = await aggregator.add(client_id, payload, weight, metrics)
         except PayloadError as error:
@@ -147,7 +153,10 @@ class RoundManager:
             raise InvalidArgument(error.field, str(error)) from None
         if not result.accepted:
             return result
+        folded_at = time.time()
         results = await self._hot.mark_delivered(job_id, round_, attempt, client_id)
+        self.trace.update_delivered(job_id, round_, client_id, timings, received_at, received_at, folded_at,
+                                    len(payload), await self._model_size(job_id, state.model_digest))
         self._journal.finished(job_id, round_, attempt, client_id, "completed", weight)
         await self._bus.publish(Event("update_accepted", job_id, round_, attempt, client_id))
         if results >= state.min_results:
@@ -165,6 +174,7 @@ class RoundManager:
             aggregator = self._aggregators.get(job_id)
             if aggregator is None or aggregator.results == 0:
                 return await self._fail(job_id, state, "failed")
+            finalize_start = time.time()
             aggregate: Aggregate = await aggregator.finalize()
             payload = await asyncio.to_thread(encode, aggregate.tensors)
             ref = await self.blobs.put(self._hot.namespace(job_id), payload)
@@ -172,6 +182,9 @@ class RoundManager:
                 return await self._hot.round(job_id)  # type: ignore[return-value]
             self._aggregators.pop(job_id, None)
             await aggregator.discard()
+            self.trace.round_closed(
+                job_id, round_, attempt, time.time(), finalize_start, aggregate.results, state.bound
+            )
             self._metrics[job_id] = (round_, attempt, aggregate.metrics)
             job = await self._jobs.update(job_id, rounds_done=round_ + 1)
             await asyncio.to_thread(
@@ -189,6 +202,7 @@ class RoundManager:
             aggregator = self._aggregators.pop(job_id, None)
             if aggregator is not None:
                 await aggregator.discard()
+            self.trace.round_failed(job_id)
             await asyncio.to_thread(
                 self._store.finish_round, job_id, state.round, state.attempt, outcome, state.results, time.time(), "{}"
             )
@@ -262,6 +276,10 @@ class RoundManager:
             if (record.round, record.attempt) == (state.round, state.attempt):
                 return json.loads(record.metrics_json or "{}")
         return {}
+
+    async def _model_size(self, job_id: str, digest: str) -> int:
+        ref = await self.blobs.ref(self._hot.namespace(job_id), digest) if digest else None
+        return ref.size if ref else 0
 
     async def _require_open(self, job_id: str, round_: int) -> RoundState:
         state = await self._hot.round(job_id)

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     Double,
     ForeignKey,
@@ -42,6 +43,7 @@ __all__ = [
     "JobRecord",
     "RoundRecord",
     "Store",
+    "TraceEventRecord",
 ]
 
 JOB_STATES = ("registered", "running", "completed", "cancelled")
@@ -117,6 +119,24 @@ class EventRecord:
     job_id: str | None = None
     client_id: str | None = None
     detail_json: str = "{}"
+    id: int | None = None  # assigned by the database
+
+
+@dataclass(frozen=True)
+class TraceEventRecord:
+    """One timed span of a job's execution trace, on the control plane's clock (unix microseconds).
+
+    ``rank`` 0 is the aggregator; ranks 1..K are the round's cohort slots (see :mod:`propius.trace`).
+    """
+
+    job_id: str
+    round: int
+    rank: int
+    name: str
+    cat: str
+    ts_us: int
+    dur_us: int
+    args_json: str = "{}"
     id: int | None = None  # assigned by the database
 
 
@@ -196,6 +216,21 @@ class _Event(_Base):
     client_id: Mapped[str | None]
     kind: Mapped[str]
     detail_json: Mapped[str] = mapped_column(Text)
+
+
+class _TraceEvent(_Base):
+    __tablename__ = "trace_events"
+    __table_args__ = (Index("ix_trace_events_job_round", "job_id", "round"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.job_id"))
+    round: Mapped[int]
+    rank: Mapped[int]
+    name: Mapped[str]
+    cat: Mapped[str]
+    ts_us: Mapped[int] = mapped_column(BigInteger)
+    dur_us: Mapped[int] = mapped_column(BigInteger)
+    args_json: Mapped[str] = mapped_column(Text)
 
 
 _R = TypeVar("_R")
@@ -376,6 +411,21 @@ class Store:
         with self._session() as session:
             newest_first = [_record(EventRecord, row) for row in session.scalars(query)]
         return newest_first[::-1]
+
+    # ------------------------------------------------------------ traces
+
+    def record_trace_events(self, rows: Sequence[TraceEventRecord]) -> None:
+        if not rows:
+            return
+        with self._session.begin() as session:
+            session.execute(insert(_TraceEvent), [_insert_values(row) for row in rows])
+
+    def trace_events(self, job_id: str) -> list[TraceEventRecord]:
+        """A job's trace, ordered by (round, rank, start)."""
+        query = (select(_TraceEvent).where(_TraceEvent.job_id == job_id)
+                 .order_by(_TraceEvent.round, _TraceEvent.rank, _TraceEvent.ts_us, _TraceEvent.id))
+        with self._session() as session:
+            return [_record(TraceEventRecord, row) for row in session.scalars(query)]
 
     # ------------------------------------------------------------ helpers
 

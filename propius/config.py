@@ -40,6 +40,9 @@ class Settings(BaseSettings):
 
     policy: str = "fifo"
 
+    trace_max_rounds: int = Field(default=500, ge=0, description="rounds of each job kept in its trace")
+    trace_max_ranks: int = Field(default=256, ge=1, description="cohort slots per round kept in the trace")
+
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url

@@ -33,6 +33,7 @@ class DeviceRow:
             client_id=client_id,
             device_class=DeviceClass.EDGE,
             numeric={"cpu_f": self.cpu_f, "ram": self.ram, "fp16_mem": self.fp16_mem, "android_os": self.android_os},
+            labels={"device": self.name},
         )
 
 

@@ -212,16 +212,18 @@ class TaskOffer(_message.Message):
     def __init__(self, offer_id: _Optional[str] = ..., job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., private_requirements_json: _Optional[str] = ..., task_json: _Optional[str] = ..., expires_unix: _Optional[float] = ...) -> None: ...
 
 class CheckInResponse(_message.Message):
-    __slots__ = ("client_id", "session_token", "offers", "retry_after_s")
+    __slots__ = ("client_id", "session_token", "offers", "retry_after_s", "server_unix")
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
     OFFERS_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_S_FIELD_NUMBER: _ClassVar[int]
+    SERVER_UNIX_FIELD_NUMBER: _ClassVar[int]
     client_id: str
     session_token: str
     offers: _containers.RepeatedCompositeFieldContainer[TaskOffer]
     retry_after_s: float
-    def __init__(self, client_id: _Optional[str] = ..., session_token: _Optional[str] = ..., offers: _Optional[_Iterable[_Union[TaskOffer, _Mapping]]] = ..., retry_after_s: _Optional[float] = ...) -> None: ...
+    server_unix: float
+    def __init__(self, client_id: _Optional[str] = ..., session_token: _Optional[str] = ..., offers: _Optional[_Iterable[_Union[TaskOffer, _Mapping]]] = ..., retry_after_s: _Optional[float] = ..., server_unix: _Optional[float] = ...) -> None: ...
 
 class AcceptRequest(_message.Message):
     __slots__ = ("client_id", "session_token", "offer_id")
@@ -234,7 +236,7 @@ class AcceptRequest(_message.Message):
     def __init__(self, client_id: _Optional[str] = ..., session_token: _Optional[str] = ..., offer_id: _Optional[str] = ...) -> None: ...
 
 class AcceptResponse(_message.Message):
-    __slots__ = ("bound", "reason", "job_id", "round", "attempt", "lease_s", "deadline_unix", "model_digest")
+    __slots__ = ("bound", "reason", "job_id", "round", "attempt", "lease_s", "deadline_unix", "model_digest", "server_unix")
     BOUND_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -243,6 +245,7 @@ class AcceptResponse(_message.Message):
     LEASE_S_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_UNIX_FIELD_NUMBER: _ClassVar[int]
     MODEL_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    SERVER_UNIX_FIELD_NUMBER: _ClassVar[int]
     bound: bool
     reason: str
     job_id: str
@@ -251,7 +254,8 @@ class AcceptResponse(_message.Message):
     lease_s: float
     deadline_unix: float
     model_digest: str
-    def __init__(self, bound: _Optional[bool] = ..., reason: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., lease_s: _Optional[float] = ..., deadline_unix: _Optional[float] = ..., model_digest: _Optional[str] = ...) -> None: ...
+    server_unix: float
+    def __init__(self, bound: _Optional[bool] = ..., reason: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., lease_s: _Optional[float] = ..., deadline_unix: _Optional[float] = ..., model_digest: _Optional[str] = ..., server_unix: _Optional[float] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("client_id", "session_token", "job_id", "round")
@@ -266,12 +270,14 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, client_id: _Optional[str] = ..., session_token: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("valid", "lease_s")
+    __slots__ = ("valid", "lease_s", "server_unix")
     VALID_FIELD_NUMBER: _ClassVar[int]
     LEASE_S_FIELD_NUMBER: _ClassVar[int]
+    SERVER_UNIX_FIELD_NUMBER: _ClassVar[int]
     valid: bool
     lease_s: float
-    def __init__(self, valid: _Optional[bool] = ..., lease_s: _Optional[float] = ...) -> None: ...
+    server_unix: float
+    def __init__(self, valid: _Optional[bool] = ..., lease_s: _Optional[float] = ..., server_unix: _Optional[float] = ...) -> None: ...
 
 class ReleaseRequest(_message.Message):
     __slots__ = ("client_id", "session_token", "job_id", "round")
