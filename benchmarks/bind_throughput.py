@@ -123,7 +123,7 @@ def main() -> None:
         processes = [start_control_plane(args.redis_url, prefix, port, data_dir, i) for i, port in enumerate(ports)]
         addresses = [f"127.0.0.1:{port}" for port in ports]
         try:
-            async def scenario(addresses: list[str] = addresses) -> dict:
+            async def scenario(addresses: list[str] = addresses, n: int = n) -> dict:
                 for address in addresses:
                     await wait_ready(address)
                 return await run(n, args.jobs, args.concurrency, addresses)

@@ -26,14 +26,16 @@ __all__ = ["DataService"]
 
 
 async def _collect(first: bytes, rest: AsyncIterator, limit: int, field: str) -> bytes:
-    buffer = bytearray(first)
+    """Join a streamed payload, refusing it as soon as it outgrows ``limit`` (nothing larger is buffered)."""
+    parts, size = [first], len(first)
     async for message in rest:
-        buffer += message.data
-        if len(buffer) > limit:
+        parts.append(message.data)
+        size += len(message.data)
+        if size > limit:
             raise ResourceExhausted(f"{field}: payload exceeds {limit} bytes")
-    if len(buffer) > limit:
+    if size > limit:
         raise ResourceExhausted(f"{field}: payload exceeds {limit} bytes")
-    return bytes(buffer)
+    return b"".join(parts)
 
 
 def _numbers(text: str, field: str) -> dict[str, float]:

@@ -21,6 +21,7 @@ from data_plane.tensors import check_finite, decode, schema
 __all__ = ["AddResult", "Aggregate", "RoundAggregator", "UpdateRejected"]
 
 Schema = dict[str, tuple[str, tuple[int, ...]]]
+_FOLD_BLOCK = 1 << 18  # 2 MiB of float64: stays in cache between the multiply and the add
 
 
 class UpdateRejected(ValueError):
@@ -56,7 +57,7 @@ class RoundAggregator:
         self.reference_schema = reference_schema
         self._max_bytes = max_update_bytes
         self._sums: dict[str, np.ndarray] = {}
-        self._scratch: np.ndarray | None = None
+        self._scratch = np.empty(_FOLD_BLOCK, np.float64)
         self._dtypes: dict[str, np.dtype] = {}
         self._weight = 0.0
         self._metric_sums: dict[str, float] = {}
@@ -113,17 +114,18 @@ class RoundAggregator:
         return tensors
 
     def _fold(self, tensors: dict[str, np.ndarray], weight: float) -> None:
+        """acc += weight * update in float64, through a small cache-sized scratch buffer."""
         if not self._sums:
-            largest = max(array.size for array in tensors.values())
-            self._scratch = np.empty(largest, np.float64)
-            for name, array in tensors.items():
-                self._sums[name] = np.zeros(array.shape, np.float64)
-                self._dtypes[name] = array.dtype
-        assert self._scratch is not None
+            self._sums = {name: np.zeros(array.shape, np.float64) for name, array in tensors.items()}
+            self._dtypes = {name: array.dtype for name, array in tensors.items()}
+        scratch = self._scratch
         for name, array in tensors.items():
-            scratch = self._scratch[: array.size].reshape(array.shape)
-            np.multiply(array, weight, out=scratch, dtype=np.float64)
-            self._sums[name] += scratch
+            flat_sum, flat = self._sums[name].reshape(-1), array.reshape(-1)
+            for start in range(0, flat.size, _FOLD_BLOCK):
+                part = flat[start: start + _FOLD_BLOCK]
+                tmp = scratch[: part.size]
+                np.multiply(part, weight, out=tmp, dtype=np.float64)
+                flat_sum[start: start + part.size] += tmp
 
     async def finalize(self) -> Aggregate:
         async with self._lock:
@@ -135,7 +137,6 @@ class RoundAggregator:
                 lambda: {name: (s / total).astype(self._dtypes[name]) for name, s in self._sums.items()}
             )
             self._sums.clear()
-            self._scratch = None
             metrics = {name: self._metric_sums[name] / self._metric_weights[name] for name in self._metric_sums}
             return Aggregate(tensors=tensors, total_weight=total, results=self._results, metrics=metrics)
 

@@ -16,10 +16,16 @@ Policies see frozen :class:`JobView` snapshots and a :class:`SchedulingContext`,
 and read time only from ``ctx.now``: the same inputs give the same order in the live control plane,
 in the simulator and after a restart. A third party adds a policy by shipping one module with a
 :class:`Policy` subclass and an entry point (see :mod:`policies.registry`).
+
+Some fields are optional observations (task shape, recent round timings, expected results, a
+:class:`ClientEstimate` of the checking-in client). Their defaults mean "not observed", and every
+policy must behave sensibly without them: a snapshot that does not fill them in (the live control
+plane today) gets the plain behaviour, one that does (the simulator) gets the informed one.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +33,7 @@ from typing import ClassVar
 
 from propius.specs import AttributeValue, Constraints
 
-__all__ = ["JobView", "Policy", "SchedulingContext"]
+__all__ = ["ClientEstimate", "JobView", "Policy", "SchedulingContext"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,13 @@ class JobView:
     eligibility_key: str  # jobs with equal public constraints share one key
     public: Constraints
     supply: int  # recent eligible clients, estimated by the scheduler
+    # Optional observations; the defaults mean "not known".
+    model_size_kbit: float = 0.0  # one transfer each way per task
+    work_samples: float = 0.0  # sample passes per task (local_steps x 3 x batch_size)
+    execution_timeout_s: float = math.inf
+    expected_results: float | None = None  # results + reliability-weighted bound clients still working
+    recent_schedule_s: float | None = None  # smoothed scheduling delay of the job's last rounds
+    recent_response_s: float | None = None  # smoothed response-collection time of the job's last rounds
 
     @property
     def open_slots(self) -> int:
@@ -62,10 +75,39 @@ class JobView:
 
 
 @dataclass(frozen=True)
+class ClientEstimate:
+    """What the control plane has learned about one client from its history; the client never claims it.
+
+    Learned from outcomes the control plane sees anyway (bind, result and lease-expiry times, check-in
+    sessions), so a client cannot inflate it. ``None`` means "no history yet".
+    """
+
+    s_per_sample: float | None = None  # training seconds per sample pass
+    bandwidth_kbps: float | None = None
+    reliability: float = 1.0  # estimated P(a bound task delivers before its deadline)
+    online_since: float | None = None  # start of the current check-in session
+    session_s: float | None = None  # typical length of this client's sessions
+
+    def task_s(self, job: JobView) -> float | None:
+        """Predicted seconds for one task of ``job`` (download, train, upload), or None if unknown."""
+        if self.s_per_sample is None or self.bandwidth_kbps is None or job.work_samples <= 0:
+            return None
+        return job.work_samples * self.s_per_sample + 2.0 * job.model_size_kbit / self.bandwidth_kbps
+
+    def available_for_s(self, now: float) -> float | None:
+        """Predicted seconds until the current session ends, or None if unknown."""
+        if self.online_since is None or self.session_s is None:
+            return None
+        return self.online_since + self.session_s - now
+
+
+@dataclass(frozen=True)
 class SchedulingContext:
     now: float
     supply_by_class: Mapping[str, int]  # eligibility_key -> recent eligible clients
     seed: int = 0  # for policies that draw pseudo-random orders
+    client: ClientEstimate | None = None  # the checking-in client, where its history is tracked
+    speed_tiers: tuple[float, ...] = ()  # ascending s_per_sample bounds between speed tiers (fastest first)
 
 
 class Policy(ABC):

@@ -166,7 +166,7 @@ class AsyncJob:
             return None
         if info.state == pb.ROUND_STATE_FAILED:
             raise RoundFailed(info)
-        return RoundResult(info, await asyncio.to_thread(decode, bytes(buffer)), metrics)
+        return RoundResult(info, await asyncio.to_thread(decode, buffer), metrics)  # writable views
 
     async def _watch_progress(self, progress: ProgressCallback) -> None:
         async for event in self.watch():

@@ -75,7 +75,8 @@ def to_numpy(module: nn.Module) -> dict[str, np.ndarray]:
 
 def load_numpy(module: nn.Module, weights: dict[str, np.ndarray]) -> None:
     """Load weights into ``module``; names and shapes must match exactly (strict)."""
-    state = {name: torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)) for name, array in weights.items()}
+    # A copy: decoded payloads are read-only views of the received bytes.
+    state = {name: torch.from_numpy(np.array(array, dtype=np.float32, order="C")) for name, array in weights.items()}
     module.load_state_dict(state, strict=True)
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 import numpy as np
@@ -28,6 +31,140 @@ def settings(redis_url, key_prefix, sqlite_url, tmp_path) -> Settings:
     return make_settings(redis_url, key_prefix, sqlite_url, tmp_path)
 
 
+class Planes:
+    """Starts control planes with overridden settings (restarts, small limits); stops leftovers at teardown."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._running: list[ControlPlane] = []
+
+    async def start(self, **overrides) -> ControlPlane:
+        plane = ControlPlane(Settings(**{**self.settings.model_dump(), **overrides}))
+        await plane.start()
+        self._running.append(plane)
+        return plane
+
+    async def stop(self, plane: ControlPlane, grace_s: float = 0.1) -> None:
+        self._running.remove(plane)
+        await plane.stop(grace_s)
+
+    async def close(self) -> None:
+        for plane in list(self._running):
+            await self.stop(plane)
+
+
+@pytest.fixture
+async def planes(settings) -> AsyncIterator[Planes]:
+    manager = Planes(settings)
+    yield manager
+    await manager.close()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 5.0, what: str = "condition") -> None:
+    """Poll an async predicate until it holds; for state no event announces (e.g. another process's work)."""
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., Awaitable[None]]:
+    return eventually
+
+
+class ClientPool:
+    """Simulated clients over raw gRPC that serve whatever they are offered: each returns model + ``delta``.
+
+    Errors (a stopped control plane, a stale round) are recorded and the client checks in again, so a
+    pool keeps serving across a restart. While ``hold`` is unset, bound clients heartbeat instead of
+    uploading, which keeps a round open with live bindings for as long as a test needs.
+    """
+
+    def __init__(self, address: str, size: int, *, delta: float = 1.0, hold: asyncio.Event | None = None,
+                 prefix: str = "pool", **numeric: float) -> None:
+        self.address = address
+        self.client_ids = [f"{prefix}{i}" for i in range(size)]
+        self.delta = delta
+        self.hold = hold
+        self.numeric = numeric
+        self.binds: list[tuple[str, str, int, int]] = []  # client, job, round, attempt
+        self.uploads: list[tuple[str, int, int, bool]] = []  # client, round, attempt, accepted
+        self.errors: list[tuple[str, grpc.StatusCode]] = []
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stubs: Stubs | None = None
+
+    async def __aenter__(self) -> ClientPool:
+        self._stubs = Stubs(self.address)
+        self._tasks = [asyncio.create_task(self._serve(client_id)) for client_id in self.client_ids]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        assert self._stubs is not None
+        await self._stubs.close()
+
+    async def _serve(self, client_id: str) -> None:
+        assert self._stubs is not None
+        while not self._stop.is_set():
+            try:
+                await self._cycle(self._stubs, client_id)
+            except grpc.aio.AioRpcError as error:
+                self.errors.append((client_id, error.code()))
+                await asyncio.sleep(0.05)
+
+    async def _cycle(self, stubs: Stubs, client_id: str) -> None:
+        checkin = await stubs.check_in(client_id, wait_s=1.0, **self.numeric)
+        token = checkin.session_token
+        for offer in checkin.offers:
+            accept = await stubs.clients.Accept(
+                pb.AcceptRequest(client_id=client_id, session_token=token, offer_id=offer.offer_id))
+            if not accept.bound:
+                continue
+            self.binds.append((client_id, accept.job_id, accept.round, accept.attempt))
+            model = await stubs.fetch(client_id, token, accept.job_id, accept.round)
+            if self.hold is not None:
+                await self._heartbeat_until(stubs, client_id, token, accept, self.hold)
+            update = {name: value + np.float32(self.delta) for name, value in model.items()}
+            reply = await self._upload(stubs, client_id, token, accept, update)
+            self.uploads.append((client_id, accept.round, accept.attempt, reply.accepted))
+            return
+
+    @staticmethod
+    async def _upload(stubs: Stubs, client_id: str, token: str, accept: pb.AcceptResponse,
+                      update: dict[str, np.ndarray]) -> pb.UploadUpdateResponse:
+        """Like a real device: a finished update is retried while the server is unreachable."""
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                return await stubs.upload(client_id, token, accept, update, 1.0)
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
+
+    @staticmethod
+    async def _heartbeat_until(stubs: Stubs, client_id: str, token: str, accept: pb.AcceptResponse,
+                               release: asyncio.Event) -> None:
+        request = pb.HeartbeatRequest(client_id=client_id, session_token=token, job_id=accept.job_id,
+                                      round=accept.round)
+        while not release.is_set():
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await stubs.clients.Heartbeat(request, timeout=1.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(release.wait(), accept.lease_s / 4)
+
+
+@pytest.fixture
+def client_pool() -> type[ClientPool]:
+    return ClientPool
+
+
 @pytest.fixture
 async def plane(settings) -> AsyncIterator[ControlPlane]:
     async with ControlPlane(settings) as cp:
@@ -46,6 +183,13 @@ class Stubs:
         spec.setdefault("demand", 2)
         reply = await self.jobs.RegisterJob(pb.RegisterJobRequest(spec_json=JobSpec.parse(spec).to_json()))
         return reply.job_id, reply.job_token
+
+    async def start_round(self, job_id: str, token: str, demand: int = 0) -> pb.RoundInfo:
+        return await self.jobs.StartRound(pb.StartRoundRequest(job_id=job_id, job_token=token, demand=demand))
+
+    async def accept(self, client_id: str, token: str, offer_id: str) -> pb.AcceptResponse:
+        return await self.clients.Accept(pb.AcceptRequest(client_id=client_id, session_token=token,
+                                                          offer_id=offer_id))
 
     async def publish(self, job_id: str, token: str, round_: int, tensors: dict[str, np.ndarray]) -> str:
         payload = encode(tensors)
@@ -100,3 +244,17 @@ async def stubs(plane) -> AsyncIterator[Stubs]:
     s = Stubs(plane.address)
     yield s
     await s.close()
+
+
+@pytest.fixture
+async def stub_factory() -> AsyncIterator[Callable[[str], Awaitable[Stubs]]]:
+    """Stubs for planes started by ``planes``; closed at teardown."""
+    made: list[Stubs] = []
+
+    async def make(address: str) -> Stubs:
+        made.append(Stubs(address))
+        return made[-1]
+
+    yield make
+    for stubs in made:
+        await stubs.close()

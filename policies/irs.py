@@ -1,0 +1,103 @@
+"""IRS, Venn's Intersection Resource Scheduling, over the Propius plug-in points.
+
+Jobs whose public requirements are equal form an eligibility class; classes overlap (a fast phone
+qualifies for the strict class and every looser one). The problem IRS solves: a job in a scarce
+class can only use the few clients that qualify for it, while a job in an abundant class can use
+almost anyone, so serving whoever arrives in one global order lets abundant jobs eat the scarce
+clients and starve the scarce jobs.
+
+How a client is ranked (``rank_for_client``), with supply per class estimated by the scheduler from
+recent check-ins (``ctx.supply_by_class``):
+
+1. Scarce-class protection. The classes the client qualifies for are visited from the scarcest
+   (fewest recent eligible clients) to the most abundant, so a client is offered first to the
+   scarcest class it can serve, and to looser classes only after that.
+2. Contention-aware merge. A more abundant class need not always wait behind a scarcer one: its
+   contention is its queued jobs (jobs with free slots) per unit of supply. When that exceeds the
+   contention of the scarcer group built so far, the two are merged, i.e. the larger class takes over
+   a share of the scarcer class's clients, and their jobs compete in one order. Otherwise the scarcer
+   group keeps priority. A merged group's supply is the largest member supply (exact for nested
+   classes, where the larger class contains the smaller).
+3. Inside a group, smallest remaining request first: remaining rounds x demand (as SRSF), ties by
+   registration time and job id; this is also the global order (``score``).
+4. Speed-tier matching. When the head job of a group spends much longer collecting responses than
+   scheduling (``recent_response_s > k x recent_schedule_s`` with ``k`` tiers, since pinning to one of
+   ``k`` tiers stretches scheduling about ``k`` times), it is pinned to the fastest speed tier: only
+   clients whose learned speed is in that tier are offered it, the others go on to the next job.
+   Tier bounds come from ``ctx.speed_tiers``; without them, or without the job's round timings or
+   the client's speed estimate, no job is pinned (the live control plane today).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from policies.base import JobView, Policy, SchedulingContext
+from propius.specs import AttributeValue
+
+__all__ = ["IrsPolicy", "class_groups"]
+
+
+def class_groups(
+    queued: Mapping[str, int], supply: Mapping[str, int], merge: bool = True
+) -> list[list[str]]:
+    """Classes grouped scarcest first; a class merges into the previous group when it is more contended.
+
+    ``queued``: jobs waiting for clients per class; ``supply``: eligible clients per class.
+    """
+    groups: list[list[str]] = []
+    group_queued = 0
+    group_supply = 0
+    for key in sorted(queued, key=lambda k: (supply.get(k, 0), k)):
+        k_supply = max(supply.get(key, 0), 1)
+        if merge and groups and queued[key] * group_supply > group_queued * k_supply:
+            groups[-1].append(key)
+            group_queued += queued[key]
+            group_supply = max(group_supply, k_supply)
+        else:
+            groups.append([key])
+            group_queued, group_supply = queued[key], k_supply
+    return groups
+
+
+class IrsPolicy(Policy):
+    name: ClassVar[str] = "irs"
+
+    def __init__(self, merge: bool = True, speed_tiers: bool = True) -> None:
+        self.merge = merge
+        self.speed_tiers = speed_tiers
+
+    def score(self, job: JobView, ctx: SchedulingContext) -> float:
+        remaining = job.remaining_rounds
+        return math.inf if remaining is None else float(remaining * job.demand)
+
+    def rank_for_client(
+        self, attributes: Mapping[str, AttributeValue], jobs: Sequence[JobView], ctx: SchedulingContext
+    ) -> list[JobView]:
+        by_class: dict[str, list[JobView]] = {}
+        for job in jobs:
+            by_class.setdefault(job.eligibility_key, []).append(job)
+        if len(by_class) <= 1 and not self.speed_tiers:
+            return list(jobs)
+        queued = {key: len(members) for key, members in by_class.items()}
+        supply = {key: ctx.supply_by_class.get(key, members[0].supply) for key, members in by_class.items()}
+        ranked: list[JobView] = []
+        for group in class_groups(queued, supply, self.merge):
+            members = by_class[group[0]] if len(group) == 1 else [j for j in jobs if j.eligibility_key in group]
+            if self.speed_tiers and self._pinned_elsewhere(members[0], ctx):
+                members = members[1:]
+            ranked.extend(members)
+        return ranked
+
+    def _pinned_elsewhere(self, head: JobView, ctx: SchedulingContext) -> bool:
+        """True when ``head`` is pinned to the fastest tier and this client is not in it."""
+        if not ctx.speed_tiers or head.recent_response_s is None or head.recent_schedule_s is None:
+            return False
+        tiers = len(ctx.speed_tiers) + 1
+        if head.recent_response_s <= tiers * head.recent_schedule_s:
+            return False
+        speed = ctx.client.s_per_sample if ctx.client is not None else None
+        return speed is None or bisect.bisect_left(ctx.speed_tiers, speed) > 0

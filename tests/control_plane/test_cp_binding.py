@@ -1,0 +1,83 @@
+"""Binding over gRPC: atomic Accept under contention, eligibility and policy order, event-driven wake-up."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from propius.proto import propius_pb2 as pb
+
+
+async def test_concurrent_accepts_never_overfill_a_round(plane, stubs):
+    """200 clients race for 50 slots: the Lua bind must admit exactly the target, no more, no fewer."""
+    job_id, token = await stubs.register(name="crowded", demand=50, over_selection=1.0)
+    info = await stubs.start_round(job_id, token)
+    assert info.target == 50
+
+    client_ids = [f"c{i:03d}" for i in range(200)]
+    checkins = await asyncio.gather(*(stubs.check_in(client_id) for client_id in client_ids))
+    assert all(len(checkin.offers) == 1 and checkin.offers[0].job_id == job_id for checkin in checkins)
+    replies = await asyncio.gather(*(
+        stubs.accept(client_id, checkin.session_token, checkin.offers[0].offer_id)
+        for client_id, checkin in zip(client_ids, checkins, strict=True)
+    ))
+
+    winners = {client_id for client_id, reply in zip(client_ids, replies, strict=True) if reply.bound}
+    assert len(winners) == 50
+    assert {reply.reason for reply in replies if not reply.bound} == {"round_full"}
+    assert sum(not reply.bound for reply in replies) == 150
+    state = await plane.hot.round(job_id)
+    assert state.bound == 50
+    assert await plane.hot.members(job_id, 0, 0) == winners
+    # A full round is no longer offered.
+    late = await stubs.check_in("late")
+    assert not late.offers and late.retry_after_s > 0
+
+
+async def test_offers_follow_public_requirements_and_fifo_order(stubs):
+    """Offers go only to jobs whose public constraints admit the client, in the policy's (FIFO) order."""
+    fast, fast_token = await stubs.register(name="fast-cpu", demand=3, requirements={"public": {"cpu_f": {"min": 7}}})
+    small, small_token = await stubs.register(name="small-ram", demand=3, requirements={"public": {"ram": {"max": 6}}})
+    await stubs.start_round(small, small_token)  # started first: the order must come from registration
+    await stubs.start_round(fast, fast_token)
+
+    only_fast = await stubs.check_in("flagship", cpu_f=9, ram=8)
+    assert [offer.job_id for offer in only_fast.offers] == [fast]
+    only_small = await stubs.check_in("budget", cpu_f=3, ram=4)
+    assert [offer.job_id for offer in only_small.offers] == [small]
+    both = await stubs.check_in("balanced", cpu_f=8, ram=6)
+    assert [offer.job_id for offer in both.offers] == [fast, small]
+
+    neither = await stubs.check_in("neither", cpu_f=3, ram=8)
+    assert not neither.offers and neither.retry_after_s > 0
+    missing = await stubs.check_in("no-attributes")
+    assert not missing.offers and missing.retry_after_s > 0
+
+    # An offer for one job cannot be used for the other job's round: it binds where it was offered.
+    reply = await stubs.accept("budget", only_small.session_token, only_small.offers[0].offer_id)
+    assert reply.bound and reply.job_id == small
+
+
+async def test_long_polling_check_in_wakes_when_a_round_starts(plane, stubs, wait_for):
+    """A waiting client is woken by the round_started event, not by its wait_s running out."""
+    job_id, token = await stubs.register(name="wake", demand=1)
+    began = time.monotonic()
+    poll = asyncio.create_task(stubs.check_in("sleeper", wait_s=5.0, cpu_f=8))
+
+    async def waiting() -> bool:
+        return len(plane.binder.waiting) == 1
+
+    await wait_for(waiting, what="the check-in to start waiting")
+    assert not poll.done()
+
+    started = time.monotonic()
+    await stubs.start_round(job_id, token)
+    checkin = await asyncio.wait_for(poll, 5.0)
+    woke = time.monotonic()
+
+    assert [offer.job_id for offer in checkin.offers] == [job_id]
+    assert checkin.retry_after_s == 0
+    assert woke - started < 1.5
+    assert woke - began < 4.0  # well before wait_s
+    reply = await stubs.accept("sleeper", checkin.session_token, checkin.offers[0].offer_id)
+    assert reply.bound and reply.round == 0
