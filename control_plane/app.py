@@ -45,8 +45,11 @@ class ControlPlane:
         if not settings.redis_url:
             raise ValueError("ControlPlane needs a redis_url; `propius up` starts an embedded one")
         self.settings = settings
-        self.redis = aioredis.Redis.from_url(settings.redis_url, decode_responses=True)
-        self.raw_redis = aioredis.Redis.from_url(settings.redis_url, decode_responses=False)
+        # Blocking pools: under a burst, requests queue for a connection instead of failing.
+        self.redis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
+            settings.redis_url, decode_responses=True, max_connections=settings.redis_connections, timeout=30))
+        self.raw_redis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
+            settings.redis_url, max_connections=settings.redis_connections, timeout=30))
         self.store = Store(settings.resolved_database_url())
         self.hot = HotState(self.redis, settings.key_prefix)
         self.bus = EventBus(self.redis, self.hot.events_channel)
@@ -54,9 +57,10 @@ class ControlPlane:
         self.journal = Journal(self.store)
         self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs)
         self.view = SchedulerView(self.hot, self.jobs, load_policy(settings.policy))
+        self.bus.add_listener(self.view.on_event)  # before the binder's: woken clients must see the new state
         self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus)
         self.scheduler = Scheduler(settings, self.view, self.jobs)
-        for task in (self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush):
+        for task in (self.view.refresh_states, self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush):
             self.scheduler.every_tick(task)
         self.server: grpc.aio.Server | None = None
         self.port = 0
@@ -73,6 +77,7 @@ class ControlPlane:
         await self.bus.start()
         await self.rounds.recover()
         await self.scheduler.refresh()
+        await self.view.refresh_states()
         self.server = grpc.aio.server(options=grpc_options(self.settings))
         services = (
             (pb_grpc.add_JobServiceServicer_to_server,

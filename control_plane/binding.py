@@ -22,7 +22,7 @@ from control_plane.matching import offer_candidates
 from control_plane.scheduler import SchedulerView
 from control_plane.waiters import WaitQueue
 from propius.config import Settings
-from propius.specs import ClientProfile
+from propius.specs import AttributeValue, ClientProfile
 
 __all__ = ["Binder", "CheckInResult", "Offer"]
 
@@ -74,36 +74,32 @@ class Binder:
     async def check_in(self, profile: ClientProfile, wait_s: float, max_offers: int) -> CheckInResult:
         if not profile.client_id:
             profile = profile.model_copy(update={"client_id": uuid.uuid4().hex})
-        now = time.time()
-        await self._hot.touch_client(profile, now)
-        token = await self._hot.new_session(profile.client_id, self._settings.client_ttl_s)
         max_offers = min(max_offers or self._settings.max_offers, self._settings.max_offers)
-        offers = await self._offers(profile, max_offers)
+        attributes = profile.attributes()
+        offers = self._offers(attributes, max_offers)
         wait_s = min(max(wait_s, 0.0), self._settings.max_wait_s)
         deadline = time.monotonic() + wait_s
         while not offers and (remaining := deadline - time.monotonic()) > 0:
-            if not await self.waiting.wait(profile.attributes(), remaining):
+            if not await self.waiting.wait(attributes, remaining):
                 break
-            offers = await self._offers(profile, max_offers)
+            offers = self._offers(attributes, max_offers)
+        token = await self._hot.check_in(
+            profile, time.time(), self._settings.client_ttl_s, [(offer.offer_id, offer.state) for offer in offers],
+            self._settings.offer_ttl_s,
+        )
         retry_after = 0.0 if offers else self._retry_after()
         return CheckInResult(profile.client_id, token, offers, retry_after)
 
-    async def _offers(self, profile: ClientProfile, max_offers: int) -> list[Offer]:
-        snap = await self._view.snapshot()
-        chosen = offer_candidates(profile.attributes(), snap.views, self._view.policy, snap.ctx, max_offers)
-        if not chosen:
-            return []
+    def _offers(self, attributes: dict[str, AttributeValue], max_offers: int) -> list[Offer]:
+        snap = self._view.snapshot()
+        chosen = offer_candidates(attributes, snap.views, self._view.policy, snap.ctx, max_offers)
         expires = time.time() + self._settings.offer_ttl_s
         offers = []
         for view in chosen:
             job = self._jobs.cached(view.job_id)
-            if job is None:
-                continue
-            state = snap.states[view.job_id]
-            offers.append(Offer(make_offer_id(job.job_id, state.round, state.attempt), job, state, expires))
-        await self._hot.create_offers(
-            profile.client_id, [(offer.offer_id, offer.state) for offer in offers], self._settings.offer_ttl_s
-        )
+            if job is not None:
+                state = snap.states[view.job_id]
+                offers.append(Offer(make_offer_id(job.job_id, state.round, state.attempt), job, state, expires))
         return offers
 
     def _retry_after(self) -> float:
@@ -119,15 +115,18 @@ class Binder:
         if not token or not await self._hot.session_valid(client_id, token):
             raise PermissionDenied(f"session of client {client_id!r} is not valid; check in again")
 
-    async def accept(self, client_id: str, token: str, offer_id: str) -> tuple[BindOutcome, RoundState | None]:
+    async def accept(self, client_id: str, token: str, offer_id: str) -> tuple[str, int, int, BindOutcome]:
+        """Bind to the offered round: (job_id, round, attempt, outcome). One Redis round trip."""
         job_id, round_, attempt = parse_offer_id(offer_id)
-        await self.authenticate(client_id, token)
-        outcome = await self._hot.bind(job_id, offer_id, client_id, round_, attempt, self._settings.lease_s)
-        if not outcome.bound:
-            return outcome, None
-        self._journal.bound(job_id, round_, attempt, client_id)
-        await self._bus.publish(Event("client_bound", job_id, round_, attempt, client_id))
-        return outcome, await self._hot.round(job_id)
+        if not client_id:
+            raise InvalidArgument("client_id", "required")
+        try:
+            outcome = await self._hot.bind(job_id, offer_id, client_id, round_, attempt, self._settings.lease_s, token)
+        except PermissionError:
+            raise PermissionDenied(f"session of client {client_id!r} is not valid; check in again") from None
+        if outcome.bound:
+            self._journal.bound(job_id, round_, attempt, client_id)
+        return job_id, round_, attempt, outcome
 
     async def heartbeat(self, client_id: str, token: str, job_id: str, round_: int) -> bool:
         await self.authenticate(client_id, token)
@@ -141,10 +140,12 @@ class Binder:
         state = await self._hot.round(job_id)
         if state is None or state.round != round_:
             return False
-        freed = await self._hot.unbind(job_id, round_, state.attempt, [client_id])
+        freed, bound = await self._hot.unbind(job_id, round_, state.attempt, [client_id])
         if freed:
             self._journal.finished(job_id, round_, state.attempt, client_id, "released")
-            await self._bus.publish(Event("client_released", job_id, round_, state.attempt, client_id, slots=freed))
+            await self._bus.publish(
+                Event("client_released", job_id, round_, state.attempt, client_id, slots=freed, bound=bound)
+            )
         return bool(freed)
 
     async def reap_leases(self, now: float) -> int:
@@ -156,12 +157,14 @@ class Binder:
             expired = await self._hot.expired_leases(job_id, state.round, state.attempt, now)
             if not expired:
                 continue
-            freed = await self._hot.unbind(job_id, state.round, state.attempt, expired)
+            freed, bound = await self._hot.unbind(job_id, state.round, state.attempt, expired)
             for client_id in expired:
                 self._journal.finished(job_id, state.round, state.attempt, client_id, "dropped")
             if freed:
                 dropped += freed
-                await self._bus.publish(Event("client_dropped", job_id, state.round, state.attempt, slots=freed))
+                await self._bus.publish(
+                    Event("client_dropped", job_id, state.round, state.attempt, slots=freed, bound=bound)
+                )
         return dropped
 
     def _on_event(self, event: Event) -> None:

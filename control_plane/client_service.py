@@ -71,12 +71,14 @@ class ClientService(pb_grpc.ClientServiceServicer):
     async def Accept(self, request: pb.AcceptRequest, context: grpc.aio.ServicerContext):
         if not request.offer_id:
             raise InvalidArgument("offer_id", "required")
-        outcome, state = await self._binder.accept(request.client_id, request.session_token, request.offer_id)
-        if not outcome.bound or state is None:
+        job_id, round_, attempt, outcome = await self._binder.accept(
+            request.client_id, request.session_token, request.offer_id
+        )
+        if not outcome.bound:
             return pb.AcceptResponse(bound=False, reason=outcome.reason, server_unix=time.time())
         return pb.AcceptResponse(
-            bound=True, reason=outcome.reason, job_id=state.job_id, round=state.round, attempt=state.attempt,
-            lease_s=self._settings.lease_s, deadline_unix=state.deadline_at, model_digest=state.model_digest,
+            bound=True, reason=outcome.reason, job_id=job_id, round=round_, attempt=attempt,
+            lease_s=self._settings.lease_s, deadline_unix=outcome.deadline_at, model_digest=outcome.model_digest,
             server_unix=time.time(),
         )
 

@@ -31,6 +31,8 @@ class Event:
     client_id: str = ""
     slots: int = 0  # bind slots this event opened (round_started, client_dropped, client_released)
     at: float = field(default_factory=time.time)
+    bound: int = -1  # the round's bound count after the event, where it changed it
+    state: dict[str, str] | None = None  # the round's full state, on round_started / round_closed / round_failed
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -45,6 +45,9 @@ class RoundState:
     model_digest: str
     aggregate_digest: str
 
+    def to_hash(self) -> dict[str, str]:
+        return {name: str(getattr(self, name)) for name in _ROUND_FIELDS}
+
     @property
     def open_slots(self) -> int:
         return max(0, self.target - self.bound) if self.state == "open" else 0
@@ -75,6 +78,8 @@ class RoundState:
 class BindOutcome:
     bound: bool
     reason: str
+    deadline_at: float = 0.0
+    model_digest: str = ""
 
 
 _ROUND_FIELDS = [
@@ -82,22 +87,27 @@ _ROUND_FIELDS = [
     "started_at", "deadline_at", "closed_at", "model_digest", "aggregate_digest",
 ]
 
-# KEYS: round hash, offer, members, leases. ARGV: client, round, attempt, now, lease_s
+# One round trip per Accept: check the offer (made to this client, in this session), bind atomically and
+# publish the event with the new bound count. KEYS: round hash, offer, members, leases.
+# ARGV: client, round, attempt, now, lease_s, session hash, events channel, job id
 _BIND = """
-local off = redis.call('HMGET', KEYS[2], 'client', 'round', 'attempt')
+local off = redis.call('HMGET', KEYS[2], 'client', 'round', 'attempt', 'session')
 if not off[1] then return {0, 'offer_expired'} end
 if off[1] ~= ARGV[1] or off[2] ~= ARGV[2] or off[3] ~= ARGV[3] then return {0, 'offer_not_yours'} end
-local r = redis.call('HMGET', KEYS[1], 'round', 'attempt', 'state', 'target', 'bound', 'deadline_at')
+if off[4] ~= ARGV[6] then return {-1, 'session'} end
+local r = redis.call('HMGET', KEYS[1], 'round', 'attempt', 'state', 'target', 'bound', 'deadline_at', 'model_digest')
 if r[3] ~= 'open' or r[1] ~= ARGV[2] or r[2] ~= ARGV[3] or tonumber(r[6]) < tonumber(ARGV[4]) then
   return {0, 'round_closed'}
 end
 if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return {0, 'already_bound'} end
 if tonumber(r[5]) >= tonumber(r[4]) then return {0, 'round_full'} end
 redis.call('SADD', KEYS[3], ARGV[1])
-redis.call('HINCRBY', KEYS[1], 'bound', 1)
+local bound = redis.call('HINCRBY', KEYS[1], 'bound', 1)
 redis.call('ZADD', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[5]), ARGV[1])
 redis.call('DEL', KEYS[2])
-return {1, 'bound'}
+redis.call('PUBLISH', ARGV[7], cjson.encode({kind = 'client_bound', job_id = ARGV[8], round = tonumber(ARGV[2]),
+  attempt = tonumber(ARGV[3]), client_id = ARGV[1], bound = bound, at = tonumber(ARGV[4])}))
+return {1, 'bound', r[6], r[7]}
 """
 
 # Free the slot of clients that are bound but have not delivered (lease expiry or release).
@@ -112,8 +122,8 @@ for i = 3, #ARGV do
     freed = freed + 1
   end
 end
-if freed > 0 and r[3] == 'open' then redis.call('HINCRBY', KEYS[1], 'bound', -freed) end
-return freed
+if freed > 0 and r[3] == 'open' then return {freed, redis.call('HINCRBY', KEYS[1], 'bound', -freed)} end
+return {freed, -1}
 """
 
 # KEYS: round hash, leases. ARGV: round, attempt, client, new_deadline
@@ -234,28 +244,43 @@ class HotState:
 
     # ---------------------------------------------------------------- offers and binding
 
-    async def create_offers(
-        self, client_id: str, offers: list[tuple[str, RoundState]], ttl_s: float
-    ) -> None:
-        """Store (offer_id, round) pairs so that Accept can check the offer was made to this client."""
+    async def check_in(
+        self, profile: ClientProfile, now: float, session_ttl_s: float, offers: list[tuple[str, RoundState]],
+        offer_ttl_s: float,
+    ) -> str:
+        """Record the check-in, open a new session and store its offers, in one round trip.
+
+        Returns the session token; offers remember the session, so Accept can check both at once.
+        """
+        token = secrets.token_urlsafe(24)
+        session = token_hash(token)
         async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(global_key(self.prefix, "clients", "seen"), {profile.client_id: now})
+            pipe.hset(global_key(self.prefix, "clients", "profiles"), profile.client_id, profile.model_dump_json())
+            pipe.set(client_key(self.prefix, profile.client_id, "session"), session, px=int(session_ttl_s * 1000))
             for offer_id, state in offers:
                 key = self._offer_key(state.job_id, offer_id)
-                pipe.hset(key, mapping={"client": client_id, "round": state.round, "attempt": state.attempt})
-                pipe.pexpire(key, int(ttl_s * 1000))
+                pipe.hset(key, mapping={"client": profile.client_id, "round": state.round, "attempt": state.attempt,
+                                        "session": session})
+                pipe.pexpire(key, int(offer_ttl_s * 1000))
             await pipe.execute()
+        return token
 
     async def bind(
-        self, job_id: str, offer_id: str, client_id: str, round_: int, attempt: int, lease_s: float
+        self, job_id: str, offer_id: str, client_id: str, round_: int, attempt: int, lease_s: float, token: str
     ) -> BindOutcome:
-        bound, reason = await self._bind(
+        reply = await self._bind(
             keys=[
                 self._round_key(job_id), self._offer_key(job_id, offer_id),
                 self._members_key(job_id, round_, attempt), self._leases_key(job_id, round_, attempt),
             ],
-            args=[client_id, round_, attempt, time.time(), lease_s],
+            args=[client_id, round_, attempt, time.time(), lease_s, token_hash(token), self.events_channel, job_id],
         )
-        return BindOutcome(bool(bound), reason.decode() if isinstance(reason, bytes) else reason)
+        if int(reply[0]) == -1:
+            raise PermissionError("the offer was made in another session")
+        if int(reply[0]) == 0:
+            return BindOutcome(False, reply[1])
+        return BindOutcome(True, reply[1], float(reply[2]), reply[3] or "")
 
     async def heartbeat(self, job_id: str, round_: int, attempt: int, client_id: str, lease_s: float) -> bool:
         alive = await self._heartbeat(
@@ -264,18 +289,20 @@ class HotState:
         )
         return bool(alive)
 
-    async def unbind(self, job_id: str, round_: int, attempt: int, client_ids: list[str]) -> int:
+    async def unbind(self, job_id: str, round_: int, attempt: int, client_ids: list[str]) -> tuple[int, int]:
+        """Free the slots of clients that hold a lease: (slots freed, bound count after, or -1)."""
         if not client_ids:
-            return 0
-        return int(
-            await self._unbind(
-                keys=[
-                    self._round_key(job_id), self._members_key(job_id, round_, attempt),
-                    self._leases_key(job_id, round_, attempt),
-                ],
-                args=[round_, attempt, *client_ids],
-            )
+            return 0, -1
+        reply = await self._unbind(
+            keys=[
+                self._round_key(job_id), self._members_key(job_id, round_, attempt),
+                self._leases_key(job_id, round_, attempt),
+            ],
+            args=[round_, attempt, *client_ids],
         )
+        if not isinstance(reply, list):  # the round moved on
+            return 0, -1
+        return int(reply[0]), int(reply[1])
 
     async def expired_leases(self, job_id: str, round_: int, attempt: int, now: float) -> list[str]:
         return list(await self.redis.zrangebyscore(self._leases_key(job_id, round_, attempt), "-inf", now))
@@ -291,20 +318,9 @@ class HotState:
 
     # ---------------------------------------------------------------- sessions and clients
 
-    async def new_session(self, client_id: str, ttl_s: float) -> str:
-        token = secrets.token_urlsafe(24)
-        await self.redis.set(client_key(self.prefix, client_id, "session"), token_hash(token), px=int(ttl_s * 1000))
-        return token
-
     async def session_valid(self, client_id: str, token: str) -> bool:
         stored = await self.redis.get(client_key(self.prefix, client_id, "session"))
         return stored is not None and secrets.compare_digest(stored, token_hash(token))
-
-    async def touch_client(self, profile: ClientProfile, now: float) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(global_key(self.prefix, "clients", "seen"), {profile.client_id: now})
-            pipe.hset(global_key(self.prefix, "clients", "profiles"), profile.client_id, profile.model_dump_json())
-            await pipe.execute()
 
     async def recent_clients(self, since: float) -> list[tuple[ClientProfile, float]]:
         seen_key = global_key(self.prefix, "clients", "seen")

@@ -45,6 +45,22 @@ class ActiveJob:
         )
 
 
+_PROGRESS = {"registered": 0, "running": 1, "completed": 2, "cancelled": 2}
+
+
+def _later(cached: ActiveJob, fresh: ActiveJob) -> ActiveJob:
+    """Merge a store read into the cache without going backwards.
+
+    A refresh reads the store in a thread; an update that lands meanwhile (a round closing, the job
+    completing) is newer than what the read returns, so job state and rounds_done only move forward.
+    """
+    if _PROGRESS[cached.state] > _PROGRESS[fresh.state]:
+        fresh = replace(fresh, state=cached.state, finished_at=cached.finished_at)
+    if cached.rounds_done > fresh.rounds_done:
+        fresh = replace(fresh, rounds_done=cached.rounds_done)
+    return fresh
+
+
 class JobRegistry:
     """In-memory view of jobs backed by :class:`Store`; other shards' jobs are picked up by ``refresh``."""
 
@@ -58,7 +74,9 @@ class JobRegistry:
     async def refresh(self) -> None:
         records = await asyncio.to_thread(self._store.list_jobs, False)
         for record in records:
-            self._jobs[record.job_id] = ActiveJob.from_record(record)
+            fresh = ActiveJob.from_record(record)
+            cached = self._jobs.get(record.job_id)
+            self._jobs[record.job_id] = fresh if cached is None else _later(cached, fresh)
 
     async def register(self, spec: JobSpec) -> tuple[ActiveJob, str]:
         job_id = uuid.uuid4().hex

@@ -95,7 +95,9 @@ class RoundManager:
                         metrics_json="{}", model_digest=model_digest),
         )
         self._journal.event("round_started", job.job_id, round=round_, attempt=attempt, demand=demand)
-        await self._bus.publish(Event("round_started", job.job_id, round_, attempt, slots=state.target))
+        await self._bus.publish(
+            Event("round_started", job.job_id, round_, attempt, slots=state.target, state=state.to_hash())
+        )
         return state
 
     async def recover(self) -> None:
@@ -193,9 +195,10 @@ class RoundManager:
             )
             await self._release_unfinished(job_id, round_, attempt)
             self._journal.event("round_closed", job_id, round=round_, attempt=attempt, results=aggregate.results)
-            await self._bus.publish(Event("round_closed", job_id, round_, attempt))
+            closed = await self._hot.round(job_id)
+            await self._bus.publish(Event("round_closed", job_id, round_, attempt, state=closed.to_hash()))
             log.info("job %s round %d closed with %d results", job.spec.name, round_, aggregate.results)
-            return await self._hot.round(job_id)  # type: ignore[return-value]
+            return closed  # type: ignore[return-value]
 
     async def _fail(self, job_id: str, state: RoundState, outcome: str) -> RoundState:
         if await self._hot.finish_round(job_id, state.round, state.attempt, outcome, ""):
@@ -208,7 +211,9 @@ class RoundManager:
             )
             await self._release_unfinished(job_id, state.round, state.attempt)
             self._journal.event("round_failed", job_id, round=state.round, attempt=state.attempt)
-            await self._bus.publish(Event("round_failed", job_id, state.round, state.attempt))
+            failed = await self._hot.round(job_id)
+            await self._bus.publish(Event("round_failed", job_id, state.round, state.attempt, state=failed.to_hash()))
+            return failed
         return await self._hot.round(job_id)  # type: ignore[return-value]
 
     async def _release_unfinished(self, job_id: str, round_: int, attempt: int) -> None:

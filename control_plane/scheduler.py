@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from control_plane.events import Event
 from control_plane.hot_state import HotState, RoundState
 from control_plane.jobs import ActiveJob, JobRegistry
 from control_plane.matching import supply_by_class
@@ -46,7 +47,13 @@ def job_view(job: ActiveJob, state: RoundState, supply: int) -> JobView:
 
 
 class SchedulerView:
-    """What check-ins read: the policy, supply estimates and a live, ordered view of open rounds."""
+    """What check-ins read: the policy, supply estimates and an ordered view of open rounds.
+
+    Round states are cached in memory and kept current by events (which carry the new state or bound
+    count) plus a full re-read every scheduler tick, so a check-in computes its offers without a Redis
+    round trip. A slightly stale count only costs an Accept that answers round_full: binding itself is
+    atomic in Redis.
+    """
 
     def __init__(self, hot: HotState, jobs: JobRegistry, policy: Policy, seed: int = 0) -> None:
         self._hot = hot
@@ -54,14 +61,26 @@ class SchedulerView:
         self.policy = policy
         self._seed = seed
         self.supply: dict[str, int] = {}
+        self._states: dict[str, RoundState] = {}
 
-    async def snapshot(self) -> Snapshot:
+    async def refresh_states(self, _now: float = 0.0) -> None:
+        self._states = await self._hot.rounds([job.job_id for job in self._jobs.active()])
+
+    def on_event(self, event: Event) -> None:
+        if event.state is not None:
+            state = RoundState.from_hash(event.job_id, event.state)
+            if state is not None:
+                self._states[event.job_id] = state
+        elif event.bound >= 0:
+            current = self._states.get(event.job_id)
+            if current is not None and (current.round, current.attempt) == (event.round, event.attempt):
+                self._states[event.job_id] = replace(current, bound=event.bound)
+        elif event.kind in ("job_completed", "job_cancelled"):
+            self._states.pop(event.job_id, None)
+
+    def snapshot(self) -> Snapshot:
         active = {job.job_id: job for job in self._jobs.active()}
-        states = {
-            job_id: state
-            for job_id, state in (await self._hot.rounds(list(active))).items()
-            if state.state == "open"
-        }
+        states = {job_id: s for job_id, s in self._states.items() if s.state == "open" and job_id in active}
         views = [
             job_view(active[job_id], state, self.supply.get(active[job_id].spec.requirements.eligibility_key(), 0))
             for job_id, state in states.items()

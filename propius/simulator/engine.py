@@ -1,0 +1,339 @@
+"""The discrete-event loop: clients come and go, check in, bind, train and deliver; rounds open and close.
+
+One ``heapq`` of ``(time, seq, kind, a, b)`` tuples; ``seq`` breaks ties in push order, so a run is
+a pure function of (workload, population, policy, config). Each client has at most a few events
+pending (its next on/off switch and its task's end), and idle clients wait in a
+:class:`~propius.simulator.waitpool.WaitPool` instead of polling, so the event count grows with binds,
+not with idle time. Decisions go through the live code paths: ``control_plane.scheduler.job_view``
+builds what the policy sees, ``Policy.order`` orders it, ``control_plane.matching.offer_candidates``
+picks the offers (see :mod:`propius.simulator.selection`) and ``supply_by_class`` classifies clients.
+
+Round semantics follow the control plane: a round opens with ``target = bind_target(demand)`` slots
+and a deadline ``schedule_timeout + execution_timeout`` later; clients start their task as soon as
+they bind; it closes when ``demand`` results arrived, else fails at the deadline and is re-run as a new
+attempt. A client whose window closes mid-task holds its slot until its lease expires
+(``lease_s``). Stragglers still working when a round closes are released at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+from control_plane.jobs import ActiveJob
+from control_plane.matching import supply_by_class
+from policies import JobView, Policy, SchedulingContext
+from policies.history import ClientHistory
+from propius.simulator.jobs import SimJob
+from propius.simulator.partition import partition
+from propius.simulator.population import Population
+from propius.simulator.selection import CentralSelection, ClientRandomSelection, Selection, StaticSelection
+from propius.simulator.waitpool import WaitPool
+from propius.simulator.workload import Workload
+
+__all__ = ["Mode", "SimConfig", "Simulation"]
+
+Mode = Literal["central", "static", "client-random"]
+ON, OFF, ARRIVE, DONE, DEADLINE, LEASE, SUPPLY, CHECKIN = range(8)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    mode: Mode = "central"
+    seed: int = 0  # policies' ctx.seed and the client-side random choices
+    lease_s: float = 10.0  # live default: a dropped client's slot is freed this long after it vanished
+    max_offers: int = 4  # live default
+    overwake: float = 2.0  # live WaitQueue default
+    supply_period_s: float = 30.0  # supply and speed-tier estimates are refreshed this often
+    speed_tiers: int = 3
+    retry_s: float = 30.0  # live max_wait_s: a client without a bind retries after U(0.5, 1) x this
+
+
+class Simulation:
+    def __init__(self, workload: Workload, population: Population, policy: Policy, config: SimConfig) -> None:
+        self.workload = workload
+        self.population = population
+        self.policy = policy
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.history = ClientHistory()
+        self.pool = WaitPool(config.overwake)
+        classes: dict[str, object] = {}
+        self.jobs: list[SimJob] = []
+        for index, item in enumerate(workload.jobs):
+            spec = item.to_job_spec()
+            key = spec.requirements.eligibility_key()
+            classes.setdefault(key, spec.requirements.public)
+            class_bit = 1 << list(classes).index(key)
+            active = ActiveJob(job_id=item.name, spec=spec, token_hash="", registered_at=item.arrival_s,
+                               state="registered", rounds_done=0)
+            wake_bit = 1 << index if config.mode == "static" else class_bit
+            self.jobs.append(SimJob(index, spec, item, active, class_bit, wake_bit))
+        self.by_id = {job.job_id: job for job in self.jobs}
+        self.classes = list(classes)
+        self.class_mask = self._class_masks(classes)
+        self._private: dict[tuple[int, int], bool] = {}
+        self.selection: Selection = self._selection()
+        n = len(population)
+        self.online = bytearray(n)
+        self.busy = [-1] * n
+        self.token = [0] * n
+        self.bound_at = [0.0] * n
+        self.window = [0] * n
+        self.online_by_mask: dict[int, int] = {}
+        self.supply: dict[str, int] = dict.fromkeys(self.classes, 0)
+        self.tiers: tuple[float, ...] = ()
+        self._ordered: list[JobView] = []
+        self._dirty = True
+        self._heap: list[tuple[float, int, int, int, int]] = []
+        self._seq = 0
+        self._round_tokens = 0
+        self.now = 0.0
+        self.remaining = len(self.jobs)
+        self.events = 0
+        self.binds = 0
+        self.handshakes = 0
+        self.wasted_handshakes = 0
+        self.dropped = 0
+        self.busy_s = 0.0
+        self.useful_s = 0.0
+
+    # ---------------------------------------------------------------- set-up
+
+    def _class_masks(self, classes: dict) -> list[int]:
+        """Each client's eligibility classes as bits, via the live supply_by_class, once per phone model."""
+        by_profile: dict[int, int] = {}
+        masks = []
+        for profile in self.population.profiles:
+            mask = by_profile.get(id(profile))
+            if mask is None:
+                counts = supply_by_class([profile], classes)
+                mask = by_profile[id(profile)] = sum(1 << i for i, key in enumerate(classes) if counts[key])
+            masks.append(mask)
+        return masks
+
+    def _selection(self) -> Selection:
+        if self.config.mode == "static":
+            return StaticSelection(partition(self, self.config.seed))
+        if self.config.mode == "client-random":
+            return ClientRandomSelection()
+        return CentralSelection()
+
+    # ---------------------------------------------------------------- what selections call
+
+    def ordered_views(self) -> list[JobView]:
+        """Open rounds in policy order, rebuilt only after some job's state changed."""
+        if self._dirty:
+            views = [self.view_of(job) for job in self.jobs if job.state == "open"]
+            ctx = SchedulingContext(now=self.now, supply_by_class=self.supply, seed=self.config.seed,
+                                    speed_tiers=self.tiers)
+            self._ordered = self.policy.order(views, ctx)
+            self._dirty = False
+        return self._ordered
+
+    def view_of(self, job: SimJob) -> JobView:
+        return job.build_view(self.supply[job.spec.requirements.eligibility_key()])
+
+    def context(self, client: int, now: float) -> SchedulingContext:
+        return SchedulingContext(now=now, supply_by_class=self.supply, seed=self.config.seed,
+                                 client=self.history.estimate(client), speed_tiers=self.tiers)
+
+    def private_ok(self, client: int, job: SimJob) -> bool:
+        private = self.population.private[client]
+        key = (job.index, id(private))
+        ok = self._private.get(key)
+        if ok is None:
+            ok = self._private[key] = job.spec.requirements.private.admits(private)
+        return ok
+
+    def first_accepted(self, client: int, offers: list[JobView]) -> SimJob | None:
+        """The first offer the device's private constraints admit (as clients.device does)."""
+        for view in offers:
+            job = self.by_id[view.job_id]
+            if self.private_ok(client, job) and job.open_slots > 0:
+                return job
+        return None
+
+    # ---------------------------------------------------------------- the loop
+
+    def _push(self, time: float, kind: int, a: int, b: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (time, self._seq, kind, a, b))
+
+    def run(self) -> None:
+        horizon = self.population.horizon_s
+        for client, windows in enumerate(self.population.windows):
+            if windows:
+                self._push(windows[0][0], ON, client)
+        for job in self.jobs:
+            self._push(job.workload.arrival_s, ARRIVE, job.index)
+        self._push(0.0, SUPPLY, 0)
+        heap = self._heap
+        pop = heapq.heappop
+        while heap and self.remaining:
+            time, _, kind, a, b = pop(heap)
+            if time > horizon:
+                break
+            self.now = time
+            self.events += 1
+            if kind == DONE:
+                self._on_done(a, b)
+            elif kind == CHECKIN:
+                if self.online[a] and self.busy[a] < 0 and (b < 0 or b == self.token[a]) and a not in self.pool:
+                    self._check_in(a)
+            elif kind == ON:
+                self._on_online(a)
+            elif kind == OFF:
+                self._on_offline(a)
+            elif kind == LEASE:
+                self._on_lease_expired(self.jobs[a], b)
+            elif kind == DEADLINE:
+                job = self.jobs[a]
+                if job.state == "open" and job.token == b:
+                    self._close(job, succeeded=False)
+            elif kind == ARRIVE:
+                self._open(self.jobs[a])
+            elif kind == SUPPLY:
+                self._refresh_supply()
+        self.now = min(self.now, horizon)
+
+    # ---------------------------------------------------------------- clients
+
+    def _on_online(self, client: int) -> None:
+        self.online[client] = 1
+        mask = self.class_mask[client]
+        self.online_by_mask[mask] = self.online_by_mask.get(mask, 0) + 1
+        self.history.session_started(client, self.now)
+        self._push(self.population.windows[client][self.window[client]][1], OFF, client)
+        self.token[client] += 1
+        self._check_in(client)
+
+    def _on_offline(self, client: int) -> None:
+        self.online[client] = 0
+        self.online_by_mask[self.class_mask[client]] -= 1
+        self.history.session_ended(client, self.now)
+        self.pool.remove(client)
+        index = self.busy[client]
+        if index >= 0:
+            job = self.jobs[index]
+            job.expected -= job.members.pop(client)
+            job.view = None
+            self._dirty = True
+            self.busy_s += self.now - self.bound_at[client]
+            self.history.missed(client, self.now - self.bound_at[client], job.workload.work_samples,
+                                job.workload.model_size_kbit)
+            self.dropped += 1
+            self.busy[client] = -1
+            self._push(self.now + self.config.lease_s, LEASE, index, job.token)
+        self.token[client] += 1
+        self.window[client] += 1
+        windows = self.population.windows[client]
+        if self.window[client] < len(windows):
+            self._push(windows[self.window[client]][0], ON, client)
+
+    def _check_in(self, client: int) -> None:
+        job = self.selection.choose(self, client, self.now)
+        if job is not None:
+            self._bind(client, job)
+        elif self.selection.polls:
+            self.token[client] += 1
+            self._push(self.now + self.config.retry_s * self.rng.uniform(0.5, 1.0), CHECKIN, client,
+                       self.token[client])
+        else:
+            mask = self.selection.wake_mask(self, client)
+            if mask:
+                self.pool.add(client, mask)
+
+    def _bind(self, client: int, job: SimJob) -> None:
+        reliability = self.history.estimate(client).reliability
+        job.bound += 1
+        job.binds += 1
+        job.members[client] = reliability
+        job.expected += reliability
+        if job.filled_at is None and job.bound >= job.spec.demand:
+            job.filled_at = self.now
+        job.view = None
+        self._dirty = True
+        self.binds += 1
+        self.busy[client] = job.index
+        self.bound_at[client] = self.now
+        self.token[client] += 1
+        download, train, upload = self.population.task_s(client, job.workload.work_samples,
+                                                         job.workload.model_size_kbit)
+        end = self.now + download + train + upload
+        if end <= self.population.windows[client][self.window[client]][1]:
+            self._push(end, DONE, client, self.token[client])
+
+    def _on_done(self, client: int, token: int) -> None:
+        if token != self.token[client] or self.busy[client] < 0:
+            return
+        job = self.jobs[self.busy[client]]
+        self.busy[client] = -1
+        elapsed = self.now - self.bound_at[client]
+        self.busy_s += elapsed
+        self.useful_s += elapsed
+        job.results += 1
+        job.expected += 1.0 - job.members.pop(client)
+        job.view = None
+        self._dirty = True
+        download, train, _ = self.population.task_s(client, job.workload.work_samples, job.workload.model_size_kbit)
+        self.history.delivered(client, download, train, job.workload.work_samples, job.workload.model_size_kbit)
+        if job.results >= job.spec.results_to_close:
+            self._close(job, succeeded=True)
+        self._check_in(client)
+
+    def _on_lease_expired(self, job: SimJob, token: int) -> None:
+        if job.state != "open" or job.token != token:
+            return
+        job.bound -= 1
+        job.view = None
+        self._dirty = True
+        self._wake(job, 1)
+
+    # ---------------------------------------------------------------- rounds
+
+    def _open(self, job: SimJob) -> None:
+        self._round_tokens += 1
+        job.open_round(self.now, self._round_tokens)
+        self._dirty = True
+        self._push(job.deadline_at, DEADLINE, job.index, job.token)
+        self._wake(job, job.target)
+
+    def _close(self, job: SimJob, succeeded: bool) -> None:
+        released = list(job.members)
+        for client in released:
+            elapsed = self.now - self.bound_at[client]
+            self.busy_s += elapsed
+            if not succeeded:
+                self.history.missed(client, elapsed, job.workload.work_samples, job.workload.model_size_kbit)
+            self.busy[client] = -1
+            self.token[client] += 1
+        job.finish_round(self.now, succeeded)
+        self._dirty = True
+        if job.state == "done":
+            self.remaining -= 1
+        else:
+            self._open(job)
+        for client in released:
+            self._push(self.now, CHECKIN, client, -1)
+
+    def _wake(self, job: SimJob, slots: int) -> None:
+        for client in self.pool.wake(job.wake_bit, slots):
+            self._push(self.now, CHECKIN, client, -1)
+
+    def _refresh_supply(self) -> None:
+        supply = dict.fromkeys(self.classes, 0)
+        for mask, count in self.online_by_mask.items():
+            for i, key in enumerate(self.classes):
+                if mask >> i & 1:
+                    supply[key] += count
+        tiers = self.history.speed_tiers(self.config.speed_tiers)
+        if supply != self.supply or tiers != self.tiers:
+            self.supply, self.tiers = supply, tiers
+            for job in self.jobs:
+                job.view = None
+            self._dirty = True
+        if self.remaining:
+            self._push(self.now + self.config.supply_period_s, SUPPLY, 0)

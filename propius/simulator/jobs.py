@@ -1,0 +1,127 @@
+"""One simulated job's round state, and the :class:`~policies.JobView` the policies see of it.
+
+Views are built by the live scheduler's own ``job_view`` from an ``ActiveJob`` and a ``RoundState``
+(the same types the control plane reads from its stores), then given the optional observations
+(task shape, round timings, expected results). A view is rebuilt only after the job's state changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from control_plane.hot_state import RoundState
+from control_plane.jobs import ActiveJob
+from control_plane.scheduler import job_view
+from policies import JobView
+from propius.simulator.workload import WorkloadJob
+from propius.specs import JobSpec
+
+__all__ = ["RoundRecord", "SimJob"]
+
+SMOOTHING = 0.3  # weight of the newest round in recent_schedule_s / recent_response_s
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    round: int
+    attempt: int
+    opened_at: float
+    closed_at: float
+    succeeded: bool
+    schedule_s: float  # open -> the demand-th bind (or -> close when never reached)
+    response_s: float  # the demand-th bind -> close
+    binds: int
+
+
+@dataclass(slots=True, eq=False)
+class SimJob:
+    index: int
+    spec: JobSpec
+    workload: WorkloadJob
+    active: ActiveJob
+    class_bit: int  # the job's eligibility class, as a bit of the clients' class masks
+    wake_bit: int  # which waiting clients a free slot of this job wakes
+    state: str = "pending"  # pending | open | done
+    rounds_done: int = 0
+    attempt: int = 0
+    token: int = 0  # unique per round attempt: stale events carry an old one
+    opened_at: float = 0.0
+    deadline_at: float = 0.0
+    target: int = 0
+    bound: int = 0  # clients holding a slot (working, or dropped and not yet reaped)
+    results: int = 0
+    members: dict[int, float] = field(default_factory=dict)  # client -> its reliability at bind
+    expected: float = 0.0  # results + sum of members' reliabilities
+    filled_at: float | None = None  # when the demand-th client bound
+    binds: int = 0  # in this attempt
+    recent_schedule_s: float | None = None
+    recent_response_s: float | None = None
+    finished_at: float | None = None
+    history: list[RoundRecord] = field(default_factory=list)
+    view: JobView | None = None  # None: stale, rebuild before the next decision
+
+    @property
+    def job_id(self) -> str:
+        return self.active.job_id
+
+    @property
+    def open_slots(self) -> int:
+        return self.target - self.bound if self.state == "open" else 0
+
+    def open_round(self, now: float, token: int) -> None:
+        self.state = "open"
+        self.token = token
+        self.opened_at = now
+        self.deadline_at = now + self.spec.schedule_timeout_s + self.spec.execution_timeout_s
+        self.target = self.spec.bind_target(self.spec.demand)
+        self.bound = self.results = self.binds = 0
+        self.members = {}
+        self.expected = 0.0
+        self.filled_at = None
+        self.view = None
+
+    def finish_round(self, now: float, succeeded: bool) -> None:
+        filled = self.filled_at if self.filled_at is not None else now
+        record = RoundRecord(self.rounds_done, self.attempt, self.opened_at, now, succeeded,
+                             filled - self.opened_at, now - filled, self.binds)
+        self.history.append(record)
+        self.recent_schedule_s = _smooth(self.recent_schedule_s, record.schedule_s)
+        self.recent_response_s = _smooth(self.recent_response_s, record.response_s)
+        if succeeded:
+            self.rounds_done += 1
+            self.attempt = 0
+            self.active = dataclasses.replace(self.active, rounds_done=self.rounds_done)
+        else:
+            self.attempt += 1
+        self.members = {}
+        self.bound = 0
+        self.view = None
+        if self.rounds_done >= self.workload.rounds:
+            self.state = "done"
+            self.finished_at = now
+        else:
+            self.state = "pending"
+
+    def round_state(self) -> RoundState:
+        return RoundState(
+            job_id=self.job_id, round=self.rounds_done, attempt=self.attempt, state=self.state,
+            demand=self.spec.demand, target=self.target, min_results=self.spec.results_to_close,
+            bound=self.bound, results=self.results, started_at=self.opened_at, deadline_at=self.deadline_at,
+            closed_at=0.0, model_digest="", aggregate_digest="",
+        )
+
+    def build_view(self, supply: int) -> JobView:
+        """The live scheduler's view of this job, plus the observations the simulator tracks."""
+        if self.view is None:
+            self.view = dataclasses.replace(
+                job_view(self.active, self.round_state(), supply),
+                model_size_kbit=self.workload.model_size_kbit, work_samples=self.workload.work_samples,
+                execution_timeout_s=self.spec.execution_timeout_s, expected_results=self.expected,
+                recent_schedule_s=self.recent_schedule_s, recent_response_s=self.recent_response_s,
+            )
+        return self.view
+
+
+def _smooth(previous: float | None, value: float) -> float:
+    return value if previous is None else previous + SMOOTHING * (value - previous)

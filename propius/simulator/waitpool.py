@@ -1,0 +1,56 @@
+"""Idle clients waiting for a slot: the simulator's counterpart of ``control_plane.waiters.WaitQueue``.
+
+Same contract as the live queue: clients wait in arrival order; a freed or new slot wakes up to
+``overwake x slots`` (at least one) waiting clients that the slot's job admits, oldest first, and
+they check in again. The live queue tests each waiter's attributes against the job's constraints;
+here each client carries a bit mask of what it is eligible for (computed once with the same
+constraint code), and waiters are kept in one queue per mask, so a wake-up looks only at eligible
+waiters: O(masks + woken) instead of O(waiting).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+__all__ = ["WaitPool"]
+
+
+class WaitPool:
+    def __init__(self, overwake: float = 2.0) -> None:
+        self._queues: dict[int, OrderedDict[int, int]] = {}  # mask -> client -> ticket
+        self._mask_of: dict[int, int] = {}
+        self._ticket = 0
+        self._overwake = overwake
+
+    def __len__(self) -> int:
+        return len(self._mask_of)
+
+    def __contains__(self, client: int) -> bool:
+        return client in self._mask_of
+
+    def add(self, client: int, mask: int) -> None:
+        self._ticket += 1
+        self._mask_of[client] = mask
+        queue = self._queues.get(mask)
+        if queue is None:
+            queue = self._queues[mask] = OrderedDict()
+        queue[client] = self._ticket
+
+    def remove(self, client: int) -> None:
+        mask = self._mask_of.pop(client, None)
+        if mask is not None:
+            del self._queues[mask][client]
+
+    def wake(self, bit: int, slots: int) -> list[int]:
+        """Remove and return the oldest waiters whose mask has ``bit``, up to the wake budget."""
+        budget = max(1, int(slots * self._overwake)) if slots > 0 else 0
+        queues = [queue for mask, queue in self._queues.items() if mask & bit and queue]
+        woken: list[int] = []
+        while len(woken) < budget and queues:
+            queue = queues[0] if len(queues) == 1 else min(queues, key=lambda q: next(iter(q.values())))
+            client, _ = queue.popitem(last=False)
+            del self._mask_of[client]
+            woken.append(client)
+            if not queue:
+                queues.remove(queue)
+        return woken

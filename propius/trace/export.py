@@ -1,0 +1,101 @@
+"""Export a job's recorded trace as a CCL-Bench data point: ``<name>/<name>.yaml``, ``rank<N>_trace.json``
+per rank and ``run.sh``.
+
+The export reads the store only, so it works on a finished job after the control plane has stopped, from a
+store opened read-only. The folder is built beside its destination and renamed into place, so a reader
+never sees half a data point, and a re-export never leaves stale rank files from an earlier, wider one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+from control_plane.store import Store
+from propius.specs import JobSpec
+from propius.trace.card import write_card
+from propius.trace.chrome import NoTraceError, build_rank_traces
+from propius.trace.format import RUN_SCRIPT, card_file, rank_file, sanitize_name
+from propius.trace.runscript import run_script
+from propius.trace.workload import JobFacts, build_card
+
+__all__ = ["NoTraceError", "export_job", "read_only_sqlite_url", "try_export_job"]
+
+log = logging.getLogger(__name__)
+
+
+def read_only_sqlite_url(path: Path) -> str:
+    """A SQLAlchemy URL opening a SQLite store read-only (export never writes the store)."""
+    return f"sqlite:///file:{path.resolve()}?mode=ro&uri=true"
+
+
+def _replace(built: Path, target: Path) -> None:
+    """Move ``built`` to ``target``; an existing target is replaced only if it is a data point of that name."""
+    if target.exists():
+        if not (target / card_file(target.name)).is_file() and any(target.iterdir()):
+            raise FileExistsError(f"{target} exists and is not a data point; not replacing it")
+        shutil.rmtree(target)
+    built.rename(target)
+
+
+def export_job(
+    store: Store,
+    job_id: str,
+    out_dir: Path,
+    *,
+    contributor: str = "propius",
+    contact: str = "",
+    launch_command: str | None = None,
+    policy: str = "fifo",
+    transport: str = "grpc+redis",
+) -> Path:
+    """Write the data point of ``job_id`` under ``out_dir``; returns its folder ``out_dir/<name>``.
+
+    Raises KeyError for an unknown job and NoTraceError for a job without a recorded round.
+    """
+    job = store.get_job(job_id)
+    if job is None:
+        raise KeyError(f"no such job {job_id!r}")
+    records = store.trace_events(job_id)
+    if not records:
+        raise NoTraceError(f"job {job_id} ({job.name}) has no recorded round")
+    traces = build_rank_traces(records)
+    spec = JobSpec.parse(job.spec_json)
+    facts = JobFacts(job, spec, store.rounds(job_id), store.bindings(job_id), records, traces)
+    card = build_card(facts, contributor=contributor, contact=contact, policy=policy, transport=transport)
+
+    name = sanitize_name(job.name)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    built = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
+    try:
+        write_card(card, built / card_file(name))
+        for rank, document in traces.documents.items():
+            (built / rank_file(rank)).write_text(json.dumps(document, separators=(",", ":")))
+        script = built / RUN_SCRIPT
+        script.write_text(run_script(spec, job_id, launch_command))
+        script.chmod(0o755)
+        built.chmod(0o755)
+        _replace(built, out_dir / name)
+    except BaseException:
+        shutil.rmtree(built, ignore_errors=True)
+        raise
+    return out_dir / name
+
+
+def try_export_job(store: Store, job_id: str, out_dir: Path, **options: object) -> Path | None:
+    """``export_job`` for the control plane's automatic export: a job that cannot be exported is logged,
+    never an error of the RPC that completed it."""
+    try:
+        folder = export_job(store, job_id, out_dir, **options)  # type: ignore[arg-type]
+    except NoTraceError as error:
+        log.info("trace export of job %s skipped: %s", job_id, error)
+        return None
+    except Exception:
+        log.exception("trace export of job %s failed", job_id)
+        return None
+    log.info("job %s exported as a CCL-Bench data point: %s", job_id, folder)
+    return folder
