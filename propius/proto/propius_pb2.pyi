@@ -133,7 +133,7 @@ class ListJobsRequest(_message.Message):
     __slots__ = ("include_finished",)
     INCLUDE_FINISHED_FIELD_NUMBER: _ClassVar[int]
     include_finished: bool
-    def __init__(self, include_finished: _Optional[bool] = ...) -> None: ...
+    def __init__(self, include_finished: bool = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs",)
@@ -255,7 +255,7 @@ class AcceptResponse(_message.Message):
     deadline_unix: float
     model_digest: str
     server_unix: float
-    def __init__(self, bound: _Optional[bool] = ..., reason: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., lease_s: _Optional[float] = ..., deadline_unix: _Optional[float] = ..., model_digest: _Optional[str] = ..., server_unix: _Optional[float] = ...) -> None: ...
+    def __init__(self, bound: bool = ..., reason: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., lease_s: _Optional[float] = ..., deadline_unix: _Optional[float] = ..., model_digest: _Optional[str] = ..., server_unix: _Optional[float] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("client_id", "session_token", "job_id", "round")
@@ -277,7 +277,7 @@ class HeartbeatResponse(_message.Message):
     valid: bool
     lease_s: float
     server_unix: float
-    def __init__(self, valid: _Optional[bool] = ..., lease_s: _Optional[float] = ..., server_unix: _Optional[float] = ...) -> None: ...
+    def __init__(self, valid: bool = ..., lease_s: _Optional[float] = ..., server_unix: _Optional[float] = ...) -> None: ...
 
 class ReleaseRequest(_message.Message):
     __slots__ = ("client_id", "session_token", "job_id", "round")
@@ -295,7 +295,7 @@ class ReleaseResponse(_message.Message):
     __slots__ = ("released",)
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     released: bool
-    def __init__(self, released: _Optional[bool] = ...) -> None: ...
+    def __init__(self, released: bool = ...) -> None: ...
 
 class ListClientsRequest(_message.Message):
     __slots__ = ("active_within_s",)
@@ -402,7 +402,7 @@ class UploadUpdateResponse(_message.Message):
     accepted: bool
     duplicate: bool
     results: int
-    def __init__(self, accepted: _Optional[bool] = ..., duplicate: _Optional[bool] = ..., results: _Optional[int] = ...) -> None: ...
+    def __init__(self, accepted: bool = ..., duplicate: bool = ..., results: _Optional[int] = ...) -> None: ...
 
 class AwaitAggregateRequest(_message.Message):
     __slots__ = ("job_id", "job_token", "round", "timeout_s")

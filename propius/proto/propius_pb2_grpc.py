@@ -5,7 +5,7 @@ import warnings
 
 from propius.proto import propius_pb2 as propius_dot_proto_dot_propius__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.80.0'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class JobServiceStub:
+class JobServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -76,7 +76,7 @@ class JobServiceStub:
                 _registered_method=True)
 
 
-class JobServiceServicer:
+class JobServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def RegisterJob(self, request, context):
@@ -178,7 +178,7 @@ def add_JobServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class JobService:
+class JobService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
@@ -398,7 +398,7 @@ class JobService:
             _registered_method=True)
 
 
-class ClientServiceStub:
+class ClientServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -434,7 +434,7 @@ class ClientServiceStub:
                 _registered_method=True)
 
 
-class ClientServiceServicer:
+class ClientServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def CheckIn(self, request, context):
@@ -503,7 +503,7 @@ def add_ClientServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class ClientService:
+class ClientService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
@@ -642,7 +642,7 @@ class ClientService:
             _registered_method=True)
 
 
-class DataServiceStub:
+class DataServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -673,7 +673,7 @@ class DataServiceStub:
                 _registered_method=True)
 
 
-class DataServiceServicer:
+class DataServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def PublishModel(self, request_iterator, context):
@@ -731,7 +731,7 @@ def add_DataServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class DataService:
+class DataService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
