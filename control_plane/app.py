@@ -22,6 +22,7 @@ from control_plane.hot_state import HotState
 from control_plane.job_service import JobService
 from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
+from control_plane.metrics import Metrics
 from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
 from control_plane.store import Store
@@ -54,11 +55,13 @@ class ControlPlane:
         self.hot = HotState(self.redis, settings.key_prefix)
         self.bus = EventBus(self.redis, self.hot.events_channel)
         self.jobs = JobRegistry(self.store)
+        self.metrics = Metrics()
         self.journal = Journal(self.store)
-        self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs)
+        self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs,
+                                   self.metrics)
         self.view = SchedulerView(self.hot, self.jobs, load_policy(settings.policy))
         self.bus.add_listener(self.view.on_event)  # before the binder's: woken clients must see the new state
-        self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus)
+        self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus, self.metrics)
         self.scheduler = Scheduler(settings, self.view, self.jobs)
         for task in (self.view.refresh_states, self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush):
             self.scheduler.every_tick(task)
@@ -94,6 +97,8 @@ class ControlPlane:
             raise OSError(f"cannot listen on {self.settings.host}:{self.settings.port}")
         await self.server.start()
         self.scheduler.start()
+        if self.settings.metrics_port:
+            self.metrics.serve(self.settings.metrics_port, self.settings.host)
         log.info("control plane listening on %s (policy %s)", self.address, self.settings.policy)
         return self
 

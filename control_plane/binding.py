@@ -19,6 +19,7 @@ from control_plane.hot_state import BindOutcome, HotState, RoundState
 from control_plane.jobs import ActiveJob, JobRegistry
 from control_plane.journal import Journal
 from control_plane.matching import offer_candidates
+from control_plane.metrics import Metrics
 from control_plane.scheduler import SchedulerView
 from control_plane.waiters import WaitQueue
 from propius.config import Settings
@@ -58,7 +59,7 @@ def parse_offer_id(offer_id: str) -> tuple[str, int, int]:
 class Binder:
     def __init__(
         self, settings: Settings, hot: HotState, jobs: JobRegistry, view: SchedulerView, journal: Journal,
-        bus: EventBus,
+        bus: EventBus, metrics: Metrics,
     ) -> None:
         self._settings = settings
         self._hot = hot
@@ -66,7 +67,9 @@ class Binder:
         self._view = view
         self._journal = journal
         self._bus = bus
+        self._metrics = metrics
         self.waiting = WaitQueue()
+        metrics.waiting.set_function(lambda: len(self.waiting))
         bus.add_listener(self._on_event)
 
     # ---------------------------------------------------------------- check-in
@@ -88,6 +91,7 @@ class Binder:
             self._settings.offer_ttl_s,
         )
         retry_after = 0.0 if offers else self._retry_after()
+        self._metrics.check_ins.labels("offered" if offers else "none").inc()
         return CheckInResult(profile.client_id, token, offers, retry_after)
 
     def _offers(self, attributes: dict[str, AttributeValue], max_offers: int) -> list[Offer]:
@@ -126,6 +130,7 @@ class Binder:
             raise PermissionDenied(f"session of client {client_id!r} is not valid; check in again") from None
         if outcome.bound:
             self._journal.bound(job_id, round_, attempt, client_id)
+        self._metrics.accepts.labels(outcome.reason).inc()
         return job_id, round_, attempt, outcome
 
     async def heartbeat(self, client_id: str, token: str, job_id: str, round_: int) -> bool:
@@ -162,6 +167,7 @@ class Binder:
                 self._journal.finished(job_id, state.round, state.attempt, client_id, "dropped")
             if freed:
                 dropped += freed
+                self._metrics.dropouts.inc(freed)
                 await self._bus.publish(
                     Event("client_dropped", job_id, state.round, state.attempt, slots=freed, bound=bound)
                 )

@@ -21,6 +21,7 @@ from control_plane.events import Event, EventBus
 from control_plane.hot_state import HotState, RoundState
 from control_plane.jobs import ActiveJob, JobRegistry
 from control_plane.journal import Journal
+from control_plane.metrics import Metrics
 from control_plane.store import RoundRecord, Store
 from control_plane.tracing import ClientTimings, TraceRecorder
 from data_plane import AddResult, Aggregate, BlobRef, BlobStore, PayloadError, RoundAggregator, UpdateRejected
@@ -35,8 +36,9 @@ log = logging.getLogger(__name__)
 class RoundManager:
     def __init__(
         self, settings: Settings, hot: HotState, raw_redis: aioredis.Redis, store: Store, journal: Journal,
-        bus: EventBus, jobs: JobRegistry,
+        bus: EventBus, jobs: JobRegistry, metrics: Metrics,
     ) -> None:
+        self._metrics = metrics
         self._settings = settings
         self._raw_redis = raw_redis
         self.blobs = BlobStore(raw_redis, chunk_bytes=settings.chunk_bytes, ttl_s=settings.blob_ttl_s)
@@ -47,7 +49,7 @@ class RoundManager:
         self._jobs = jobs
         self.trace = TraceRecorder(journal, max_rounds=settings.trace_max_rounds, max_ranks=settings.trace_max_ranks)
         self._aggregators: dict[str, RoundAggregator] = {}
-        self._metrics: dict[str, tuple[int, int, dict[str, float]]] = {}  # job -> last closed round's
+        self._last_metrics: dict[str, tuple[int, int, dict[str, float]]] = {}  # job -> last closed round's
         self._closing: dict[str, asyncio.Lock] = {}
 
     # ---------------------------------------------------------------- opening
@@ -148,14 +150,20 @@ class RoundManager:
         try:
             result = await aggregator.add(client_id, payload, weight, metrics)
         except PayloadError as error:
+            self._metrics.updates.labels("rejected").inc()
             raise InvalidArgument(error.field, str(error)) from None
         except UpdateRejected as error:
+            self._metrics.updates.labels("rejected").inc()
             if error.field == "round":
                 raise Conflict(str(error)) from None
             raise InvalidArgument(error.field, str(error)) from None
         if not result.accepted:
+            self._metrics.updates.labels("duplicate").inc()
             return result
         folded_at = time.time()
+        self._metrics.updates.labels("accepted").inc()
+        self._metrics.update_bytes.inc(len(payload))
+        self._metrics.fold_seconds.observe(folded_at - received_at)
         results = await self._hot.mark_delivered(job_id, round_, attempt, client_id)
         self.trace.update_delivered(job_id, round_, client_id, timings, received_at, received_at, folded_at,
                                     len(payload), await self._model_size(job_id, state.model_digest))
@@ -187,13 +195,14 @@ class RoundManager:
             self.trace.round_closed(
                 job_id, round_, attempt, time.time(), finalize_start, aggregate.results, state.bound
             )
-            self._metrics[job_id] = (round_, attempt, aggregate.metrics)
+            self._last_metrics[job_id] = (round_, attempt, aggregate.metrics)
             job = await self._jobs.update(job_id, rounds_done=round_ + 1)
             await asyncio.to_thread(
                 self._store.finish_round, job_id, round_, attempt, "closed", aggregate.results, time.time(),
                 json.dumps(aggregate.metrics),
             )
             await self._release_unfinished(job_id, round_, attempt)
+            self._metrics.rounds.labels("closed").inc()
             self._journal.event("round_closed", job_id, round=round_, attempt=attempt, results=aggregate.results)
             closed = await self._hot.round(job_id)
             await self._bus.publish(Event("round_closed", job_id, round_, attempt, state=closed.to_hash()))
@@ -210,6 +219,7 @@ class RoundManager:
                 self._store.finish_round, job_id, state.round, state.attempt, outcome, state.results, time.time(), "{}"
             )
             await self._release_unfinished(job_id, state.round, state.attempt)
+            self._metrics.rounds.labels(outcome).inc()
             self._journal.event("round_failed", job_id, round=state.round, attempt=state.attempt)
             failed = await self._hot.round(job_id)
             await self._bus.publish(Event("round_failed", job_id, state.round, state.attempt, state=failed.to_hash()))
@@ -274,7 +284,7 @@ class RoundManager:
 
     async def metrics_of(self, job_id: str, state: RoundState) -> dict[str, float]:
         """Client metrics of a closed round: from memory if this process closed it, else the store."""
-        cached = self._metrics.get(job_id)
+        cached = self._last_metrics.get(job_id)
         if cached is not None and cached[:2] == (state.round, state.attempt):
             return cached[2]
         for record in await asyncio.to_thread(self._store.rounds, job_id):

@@ -53,12 +53,13 @@ def up(
     port: int = 50051,
     policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = "fifo",
     data_dir: Path = Path("propius-data"),
+    metrics_port: Annotated[int, typer.Option(help="serve Prometheus metrics on this port; 0: off")] = 0,
     verbose: bool = True,
 ) -> None:
     """Run the control plane and data plane in one process."""
     _setup_logging(verbose)
     settings = Settings(redis_url=redis_url, database_url=database_url, host=host, port=port, policy=policy,
-                        data_dir=data_dir)
+                        data_dir=data_dir, metrics_port=metrics_port)
     if redis_url:
         asyncio.run(_serve(settings))
         return
