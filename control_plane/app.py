@@ -84,7 +84,9 @@ class ControlPlane:
         self.server = grpc.aio.server(options=grpc_options(self.settings))
         services = (
             (pb_grpc.add_JobServiceServicer_to_server,
-             JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.blob_ttl_s)),
+             JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.blob_ttl_s,
+                        store=self.store, trace_export_dir=self.settings.trace_export_dir,
+                        policy=self.settings.policy)),
             (pb_grpc.add_ClientServiceServicer_to_server,
              ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store)),
             (pb_grpc.add_DataServiceServicer_to_server,

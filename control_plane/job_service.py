@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 
@@ -14,6 +15,7 @@ from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
 from control_plane.rounds import RoundManager
+from control_plane.store import Store
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
@@ -32,7 +34,8 @@ def _require_id(value: str, field: str = "job_id") -> str:
 class JobService(pb_grpc.JobServiceServicer):
     def __init__(
         self, jobs: JobRegistry, rounds: RoundManager, hot: HotState, bus: EventBus, journal: Journal,
-        finished_ttl_s: float,
+        finished_ttl_s: float, *, store: Store | None = None, trace_export_dir: Path | None = None,
+        policy: str = "fifo",
     ) -> None:
         self._jobs = jobs
         self._rounds = rounds
@@ -40,6 +43,9 @@ class JobService(pb_grpc.JobServiceServicer):
         self._bus = bus
         self._journal = journal
         self._finished_ttl_s = finished_ttl_s
+        self._store = store
+        self._trace_export_dir = trace_export_dir
+        self._policy = policy
 
     @rpc_errors
     async def RegisterJob(self, request: pb.RegisterJobRequest, context: grpc.aio.ServicerContext):
@@ -72,9 +78,18 @@ class JobService(pb_grpc.JobServiceServicer):
             await self._rounds.abort(job.job_id)
             job = await self._jobs.update(job.job_id, state=state)
             self._journal.event(f"job_{state}", job.job_id)
+            if state == "completed" and self._trace_export_dir is not None and self._store is not None:
+                await self._export_trace(job.job_id)
             await self._hot.expire_job(job.job_id, self._finished_ttl_s)
             await self._bus.publish(Event(f"job_{state}", job.job_id))
         return job_info(job, await self._hot.round(job.job_id))
+
+    async def _export_trace(self, job_id: str) -> None:
+        """Write the completed job's CCL-Bench data point; a failed export is logged, never the RPC's error."""
+        from propius.trace.export import try_export_job
+
+        await self._journal.flush()  # the last round's spans are still write-behind
+        await asyncio.to_thread(try_export_job, self._store, job_id, self._trace_export_dir, policy=self._policy)
 
     @rpc_errors
     async def CompleteJob(self, request: pb.JobRef, context: grpc.aio.ServicerContext):

@@ -62,21 +62,36 @@ class SchedulerView:
         self._seed = seed
         self.supply: dict[str, int] = {}
         self._states: dict[str, RoundState] = {}
+        self._changes: dict[str, int] = {}  # per job: events applied to the cache
 
     async def refresh_states(self, _now: float = 0.0) -> None:
-        self._states = await self._hot.rounds([job.job_id for job in self._jobs.active()])
+        """Re-read every active job's round. A job's entry that an event changed while the read was in
+        flight is newer than what the read returned, so it is kept (else a round that started during the
+        read would vanish from the offers until the next tick, and the clients it woke would be gone)."""
+        before = dict(self._changes)
+        states = await self._hot.rounds([job.job_id for job in self._jobs.active()])
+        for job_id, count in self._changes.items():
+            if before.get(job_id) != count and job_id in self._states:
+                states[job_id] = self._states[job_id]
+        self._states = states
 
     def on_event(self, event: Event) -> None:
         if event.state is not None:
             state = RoundState.from_hash(event.job_id, event.state)
             if state is not None:
+                self._changed(event.job_id)
                 self._states[event.job_id] = state
         elif event.bound >= 0:
             current = self._states.get(event.job_id)
             if current is not None and (current.round, current.attempt) == (event.round, event.attempt):
+                self._changed(event.job_id)
                 self._states[event.job_id] = replace(current, bound=event.bound)
         elif event.kind in ("job_completed", "job_cancelled"):
             self._states.pop(event.job_id, None)
+            self._changes.pop(event.job_id, None)
+
+    def _changed(self, job_id: str) -> None:
+        self._changes[job_id] = self._changes.get(job_id, 0) + 1
 
     def snapshot(self) -> Snapshot:
         active = {job.job_id: job for job in self._jobs.active()}

@@ -43,6 +43,8 @@ class Settings(BaseSettings):
 
     trace_max_rounds: int = Field(default=500, ge=0, description="rounds of each job kept in its trace")
     trace_max_ranks: int = Field(default=256, ge=1, description="cohort slots per round kept in the trace")
+    trace_export_dir: Path | None = Field(
+        default=None, description="write each completed job's trace here as a CCL-Bench data point; None: off")
 
     def resolved_database_url(self) -> str:
         if self.database_url:

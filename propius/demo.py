@@ -114,6 +114,24 @@ async def _clients_table(plane) -> Table:  # noqa: ANN001 - a ControlPlane
     return table
 
 
+def _traces_table(folder: Path, jobs: int) -> tuple[Table, bool]:
+    """The jobs' CCL-Bench data points (exported by the control plane on CompleteJob), checked and measured."""
+    from propius.trace import check_data_point, compute_metrics, load_data_point
+
+    points = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")) if folder.is_dir() else []
+    table = Table("data point", "check", "avg step (s)", "comm fraction", "straggler delay (s)",
+                  title=f"CCL-Bench data points in {folder}")
+    ok = len(points) == jobs
+    for point in points:
+        problems = check_data_point(point)
+        ok = ok and not problems
+        metrics = compute_metrics(load_data_point(point))
+        table.add_row(point.name, "[green]valid[/]" if not problems else f"[red]{len(problems)} problems[/]",
+                      f"{metrics.avg_step_time_s or 0:.3f}", f"{(metrics.communication_fraction or 0):.1%}",
+                      f"{metrics.straggler_delay_s or 0:.3f}")
+    return table, ok
+
+
 def run_demo(console: Console, *, devices: int = 24, daemons: int = 3, data_dir: Path | None = None,
              policy: str = "fifo") -> int:
     """Run the demo; returns the exit code (0 when every job reached the target accuracy)."""
@@ -123,7 +141,7 @@ def run_demo(console: Console, *, devices: int = 24, daemons: int = 3, data_dir:
     console.print(f"[bold]Propius demo[/]: state in {data_dir}")
     with embedded_redis(data_dir) as redis_url:
         settings = Settings(redis_url=redis_url, data_dir=data_dir, port=0, policy=policy, lease_s=5.0,
-                            scheduler_period_s=0.5, max_wait_s=10.0)
+                            scheduler_period_s=0.5, max_wait_s=10.0, trace_export_dir=data_dir / "traces")
         reports, clients_table = asyncio.run(_run(console, settings, devices, daemons))
 
     jobs = Table("job", "rounds", "JCT (s)", "final accuracy", "target", title="Jobs")
@@ -132,7 +150,12 @@ def run_demo(console: Console, *, devices: int = 24, daemons: int = 3, data_dir:
                      f"{report.final_accuracy:.3f}", f"{TARGET_ACCURACY:.2f}")
     console.print(jobs)
     console.print(clients_table)
-    ok = all(report.final_accuracy >= TARGET_ACCURACY for report in reports)
-    verdict = "[green]all jobs reached the target[/]" if ok else "[red]a job missed the target accuracy[/]"
+    traces_table, traces_ok = _traces_table(data_dir / "traces", len(reports))
+    console.print(traces_table)
+    accurate = all(report.final_accuracy >= TARGET_ACCURACY for report in reports)
+    ok = accurate and traces_ok
+    verdict = "[green]all jobs reached the target[/]" if accurate else "[red]a job missed the target accuracy[/]"
+    if not traces_ok:
+        verdict += "; [red]a job's CCL-Bench data point is missing or fails `propius trace check`[/]"
     console.print(f"{verdict} in {time.time() - started:.1f} s")
     return 0 if ok else 1

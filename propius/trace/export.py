@@ -13,6 +13,7 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from control_plane.store import Store
 from propius.specs import JobSpec
@@ -86,11 +87,11 @@ def export_job(
     return out_dir / name
 
 
-def try_export_job(store: Store, job_id: str, out_dir: Path, **options: object) -> Path | None:
-    """``export_job`` for the control plane's automatic export: a job that cannot be exported is logged,
-    never an error of the RPC that completed it."""
+def try_export_job(store: Store, job_id: str, out_dir: Path, **options: Any) -> Path | None:
+    """``export_job`` (same options) for the control plane's automatic export: a job that cannot be exported
+    is logged, never an error of the RPC that completed it."""
     try:
-        folder = export_job(store, job_id, out_dir, **options)  # type: ignore[arg-type]
+        folder = export_job(store, job_id, out_dir, **options)
     except NoTraceError as error:
         log.info("trace export of job %s skipped: %s", job_id, error)
         return None

@@ -66,8 +66,8 @@ def card_file(name: str) -> str:
 def sanitize_name(name: str) -> str:
     """A folder name from a job name: lowercase ``[a-z0-9_-]``, never containing ``tpu``.
 
-    The toolkit treats a data point whose name contains ``tpu`` as a TPU trace, so ``tpu`` (as in
-    "throughput") is split to ``t-pu``; the split cannot form a new ``tpu`` with its neighbours.
+    Toolkit tools treat a data point whose name contains ``tpu`` as a TPU trace, so ``tpu`` (as in
+    "output") is split to ``t-pu``; the split cannot form a new ``tpu`` with its neighbours.
     """
     safe = _UNSAFE.sub("-", name.lower()).strip("-") or "job"
     return safe.replace("tpu", "t-pu")

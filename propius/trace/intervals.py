@@ -40,6 +40,9 @@ def intersection(a: Iterable[Interval], b: Iterable[Interval]) -> float:
 
 
 def clip(span: Interval, window: Interval) -> Interval | None:
-    """The part of ``span`` inside ``window``, or None when they do not overlap."""
+    """The part of ``span`` inside ``window``, or None when they do not overlap. An instant (a zero-length
+    span) inside the window is kept: it covers no time, but it still marks when a rank was last active."""
+    if span[0] == span[1]:
+        return span if window[0] <= span[0] < window[1] else None
     start, end = max(span[0], window[0]), min(span[1], window[1])
     return (start, end) if end > start else None
