@@ -203,7 +203,8 @@ class Stubs:
         return await self.clients.CheckIn(pb.CheckInRequest(profile=profile, wait_s=wait_s, max_offers=4))
 
     async def bind(self, client_id: str, **numeric: float) -> tuple[pb.CheckInResponse, pb.AcceptResponse]:
-        checkin = await self.check_in(client_id, **numeric)
+        # wait_s > 0: the offer view learns of a just-started round from its event a moment after StartRound
+        checkin = await self.check_in(client_id, wait_s=2.0, **numeric)
         assert checkin.offers, "expected an offer"
         accept = await self.clients.Accept(pb.AcceptRequest(
             client_id=client_id, session_token=checkin.session_token, offer_id=checkin.offers[0].offer_id))

@@ -63,7 +63,7 @@ async def test_client_service_rejects_bad_profiles_offers_and_sessions(stubs):
                    INVALID, "wait_s")
     await rejected(stubs.clients.CheckIn(pb.CheckInRequest(profile=pb.ClientProfile(device_class="phone"))),
                    INVALID, "profile.device_class")
-    checkin = await stubs.check_in("c", cpu_f=8)
+    checkin = await stubs.check_in("c", wait_s=2.0, cpu_f=8)
     assert [offer.job_id for offer in checkin.offers] == [job_id]
 
     for offer_id in ("garbage", f"{job_id}.0.0", f"{job_id}.x.0.abc", f"{job_id}.0.0.a.b"):

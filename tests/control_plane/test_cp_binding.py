@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 
-from propius.proto import propius_pb2 as pb
 
-
-async def test_concurrent_accepts_never_overfill_a_round(plane, stubs):
+async def test_concurrent_accepts_never_overfill_a_round(plane, stubs, wait_for):
     """200 clients race for 50 slots: the Lua bind must admit exactly the target, no more, no fewer."""
     job_id, token = await stubs.register(name="crowded", demand=50, over_selection=1.0)
     info = await stubs.start_round(job_id, token)
     assert info.target == 50
 
+    # The offer view learns of the round from its round_started event; once it shows, everyone is offered.
+    assert (await stubs.check_in("probe", wait_s=2.0)).offers
     client_ids = [f"c{i:03d}" for i in range(200)]
     checkins = await asyncio.gather(*(stubs.check_in(client_id) for client_id in client_ids))
     assert all(len(checkin.offers) == 1 and checkin.offers[0].job_id == job_id for checkin in checkins)
@@ -29,9 +29,17 @@ async def test_concurrent_accepts_never_overfill_a_round(plane, stubs):
     state = await plane.hot.round(job_id)
     assert state.bound == 50
     assert await plane.hot.members(job_id, 0, 0) == winners
-    # A full round is no longer offered.
+    # Offers come from a view that bind events update a moment later; binding itself never overfills.
     late = await stubs.check_in("late")
-    assert not late.offers and late.retry_after_s > 0
+    for offer in late.offers:
+        assert (await stubs.accept("late", late.session_token, offer.offer_id)).reason == "round_full"
+
+    async def no_longer_offered() -> bool:
+        checkin = await stubs.check_in("later")
+        return not checkin.offers and checkin.retry_after_s > 0
+
+    await wait_for(no_longer_offered, timeout_s=3.0, what="the full round to stop being offered")
+    assert (await plane.hot.round(job_id)).bound == 50
 
 
 async def test_offers_follow_public_requirements_and_fifo_order(stubs):
@@ -41,9 +49,10 @@ async def test_offers_follow_public_requirements_and_fifo_order(stubs):
     await stubs.start_round(small, small_token)  # started first: the order must come from registration
     await stubs.start_round(fast, fast_token)
 
-    only_fast = await stubs.check_in("flagship", cpu_f=9, ram=8)
+    # wait_s > 0: the offer view learns of each round from its round_started event.
+    only_fast = await stubs.check_in("flagship", wait_s=2.0, cpu_f=9, ram=8)
     assert [offer.job_id for offer in only_fast.offers] == [fast]
-    only_small = await stubs.check_in("budget", cpu_f=3, ram=4)
+    only_small = await stubs.check_in("budget", wait_s=2.0, cpu_f=3, ram=4)
     assert [offer.job_id for offer in only_small.offers] == [small]
     both = await stubs.check_in("balanced", cpu_f=8, ram=6)
     assert [offer.job_id for offer in both.offers] == [fast, small]

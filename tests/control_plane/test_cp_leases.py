@@ -37,6 +37,10 @@ async def test_lease_expiry_frees_the_slot_for_a_new_client(plane, stubs, wait_f
     assert (await stubs.upload("steady", steady.session_token, steady_accept, steady_update, 1.0)).results == 1
     assert (await plane.hot.round(job_id)).bound == 2
 
+    async def looks_full() -> bool:  # the offer view catches up with the bind events a moment later
+        return not (await stubs.check_in("probe")).offers
+
+    await wait_for(looks_full, what="the offer view to show the round full")
     # The round is full, so a newcomer long-polls until the ghost's lease (2 s) runs out.
     refill = asyncio.create_task(stubs.check_in("refill", wait_s=5.0))
 

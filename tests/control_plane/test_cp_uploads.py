@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import numpy as np
+import pytest
 
 from propius.proto import propius_pb2 as pb
 
@@ -52,3 +54,29 @@ async def test_concurrent_identical_uploads_are_counted_once(plane, stubs):
     info, aggregate = await close_and_read(stubs, job_id, token)
     assert info.results == 1
     np.testing.assert_array_equal(aggregate["w"], UPDATE["w"])
+
+
+@pytest.mark.xfail(strict=True, reason="bug in control_plane/rounds.py RoundManager.deliver: no check that the "
+                                       "round's model was published, so an update of any schema is folded")
+async def test_upload_before_the_model_is_published_is_refused(plane, stubs):
+    job_id, token = await stubs.register(name="early", demand=1)
+    await stubs.start_round(job_id, token)  # no PublishModel yet
+    checkin, accept = await stubs.bind("eager")
+    with pytest.raises(grpc.aio.AioRpcError) as early:
+        await stubs.upload("eager", checkin.session_token, accept, {"junk": np.ones(7, np.float32)}, 1.0)
+    assert early.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    state = await plane.hot.round(job_id)
+    assert (state.state, state.results) == ("open", 0)
+
+
+@pytest.mark.xfail(strict=True, reason="bug in control_plane/rounds.py RoundManager.deliver: a retry of the "
+                                       "upload that closed the round gets FAILED_PRECONDITION, not duplicate=True")
+async def test_retry_of_the_closing_upload_is_a_duplicate(stubs):
+    job_id, token = await stubs.register(name="closer", demand=1)
+    await stubs.start_round(job_id, token)
+    await stubs.publish(job_id, token, 0, {"w": np.zeros((2, 3), np.float32)})
+    checkin, accept = await stubs.bind("closer")
+    first = await stubs.upload("closer", checkin.session_token, accept, UPDATE, 1.0)
+    assert first.accepted  # this one closed the round; suppose its reply was lost and the device retries
+    retry = await stubs.upload("closer", checkin.session_token, accept, UPDATE, 1.0)
+    assert (retry.accepted, retry.duplicate) == (False, True)
