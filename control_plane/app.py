@@ -52,7 +52,7 @@ class ControlPlane:
         self.raw_redis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
             settings.redis_url, max_connections=settings.redis_connections, timeout=30))
         self.store = Store(settings.resolved_database_url())
-        self.hot = HotState(self.redis, settings.key_prefix)
+        self.hot = HotState(self.redis, settings.key_prefix, keep_s=settings.blob_ttl_s)
         self.bus = EventBus(self.redis, self.hot.events_channel)
         self.jobs = JobRegistry(self.store)
         self.metrics = Metrics()

@@ -79,13 +79,13 @@ class Binder:
             profile = profile.model_copy(update={"client_id": uuid.uuid4().hex})
         max_offers = min(max_offers or self._settings.max_offers, self._settings.max_offers)
         attributes = profile.attributes()
-        offers = self._offers(attributes, max_offers)
+        offers = self._offers(profile.client_id, attributes, max_offers)
         wait_s = min(max(wait_s, 0.0), self._settings.max_wait_s)
         deadline = time.monotonic() + wait_s
         while not offers and (remaining := deadline - time.monotonic()) > 0:
             if not await self.waiting.wait(attributes, remaining):
                 break
-            offers = self._offers(attributes, max_offers)
+            offers = self._offers(profile.client_id, attributes, max_offers)
         token = await self._hot.check_in(
             profile, time.time(), self._settings.client_ttl_s, [(offer.offer_id, offer.state) for offer in offers],
             self._settings.offer_ttl_s,
@@ -94,9 +94,10 @@ class Binder:
         self._metrics.check_ins.labels("offered" if offers else "none").inc()
         return CheckInResult(profile.client_id, token, offers, retry_after)
 
-    def _offers(self, attributes: dict[str, AttributeValue], max_offers: int) -> list[Offer]:
+    def _offers(self, client_id: str, attributes: dict[str, AttributeValue], max_offers: int) -> list[Offer]:
         snap = self._view.snapshot()
-        chosen = offer_candidates(attributes, snap.views, self._view.policy, snap.ctx, max_offers)
+        views = [view for view in snap.views if not self._view.bound_to(view.job_id, client_id)]
+        chosen = offer_candidates(attributes, views, self._view.policy, snap.ctx, max_offers)
         expires = time.time() + self._settings.offer_ttl_s
         offers = []
         for view in chosen:

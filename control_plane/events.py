@@ -11,9 +11,10 @@ import contextlib
 import json
 import logging
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import redis.asyncio as aioredis
 
@@ -32,6 +33,7 @@ class Event:
     slots: int = 0  # bind slots this event opened (round_started, client_dropped, client_released)
     at: float = field(default_factory=time.time)
     bound: int = -1  # the round's bound count after the event, where it changed it
+    origin: str = ""  # the bus that published it; it already dispatched the event locally
     state: dict[str, str] | None = None  # the round's full state, on round_started / round_closed / round_failed
 
     def to_json(self) -> str:
@@ -49,12 +51,16 @@ class EventBus:
         self._queues: dict[str, set[asyncio.Queue[Event]]] = defaultdict(set)
         self._listeners: list[Callable[[Event], None]] = []
         self._task: asyncio.Task[None] | None = None
+        self.id = uuid.uuid4().hex
         self._ready = asyncio.Event()
 
     def add_listener(self, listener: Callable[[Event], None]) -> None:
         self._listeners.append(listener)
 
     async def publish(self, event: Event) -> None:
+        """Dispatch here at once (this shard's view must not lag its own changes), then to every shard."""
+        event = replace(event, origin=self.id)
+        self._dispatch(event)
         await self._redis.publish(self._channel, event.to_json())
 
     @contextlib.contextmanager
@@ -85,7 +91,9 @@ class EventBus:
                     await pubsub.subscribe(self._channel)
                     self._ready.set()
                     async for message in pubsub.listen():
-                        self._dispatch(Event.from_json(message["data"]))
+                        event = Event.from_json(message["data"])
+                        if event.origin != self.id:
+                            self._dispatch(event)
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - a Redis blip must not end event delivery

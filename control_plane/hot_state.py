@@ -89,7 +89,7 @@ _ROUND_FIELDS = [
 
 # One round trip per Accept: check the offer (made to this client, in this session), bind atomically and
 # publish the event with the new bound count. KEYS: round hash, offer, members, leases.
-# ARGV: client, round, attempt, now, lease_s, session hash, events channel, job id
+# ARGV: client, round, attempt, now, lease_s, session hash, events channel, job id, keep_ms (TTL of the sets)
 _BIND = """
 local off = redis.call('HMGET', KEYS[2], 'client', 'round', 'attempt', 'session')
 if not off[1] then return {0, 'offer_expired'} end
@@ -102,8 +102,10 @@ end
 if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return {0, 'already_bound'} end
 if tonumber(r[5]) >= tonumber(r[4]) then return {0, 'round_full'} end
 redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[9])
 local bound = redis.call('HINCRBY', KEYS[1], 'bound', 1)
 redis.call('ZADD', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[5]), ARGV[1])
+redis.call('PEXPIRE', KEYS[4], ARGV[9])
 redis.call('DEL', KEYS[2])
 redis.call('PUBLISH', ARGV[7], cjson.encode({kind = 'client_bound', job_id = ARGV[8], round = tonumber(ARGV[2]),
   attempt = tonumber(ARGV[3]), client_id = ARGV[1], bound = bound, at = tonumber(ARGV[4])}))
@@ -155,9 +157,10 @@ return 1
 class HotState:
     """Typed access to the Redis keys of the control plane (see :mod:`propius.keys`)."""
 
-    def __init__(self, redis: aioredis.Redis, prefix: str) -> None:
+    def __init__(self, redis: aioredis.Redis, prefix: str, keep_s: float = 86400.0) -> None:
         self.redis = redis
         self.prefix = prefix
+        self._keep_ms = int(keep_s * 1000)  # per-round keys outlive their round by this much, then expire
         self._bind = redis.register_script(_BIND)
         self._unbind = redis.register_script(_UNBIND)
         self._heartbeat = redis.register_script(_HEARTBEAT)
@@ -274,7 +277,8 @@ class HotState:
                 self._round_key(job_id), self._offer_key(job_id, offer_id),
                 self._members_key(job_id, round_, attempt), self._leases_key(job_id, round_, attempt),
             ],
-            args=[client_id, round_, attempt, time.time(), lease_s, token_hash(token), self.events_channel, job_id],
+            args=[client_id, round_, attempt, time.time(), lease_s, token_hash(token), self.events_channel, job_id,
+                  self._keep_ms],
         )
         if int(reply[0]) == -1:
             raise PermissionError("the offer was made in another session")

@@ -25,6 +25,7 @@ from control_plane.metrics import Metrics
 from control_plane.store import RoundRecord, Store
 from control_plane.tracing import ClientTimings, TraceRecorder
 from data_plane import AddResult, Aggregate, BlobRef, BlobStore, PayloadError, RoundAggregator, UpdateRejected
+from data_plane.aggregator import accepted_key
 from data_plane.tensors import check_finite, decode, encode, schema
 from propius.config import Settings
 
@@ -137,10 +138,19 @@ class RoundManager:
         self, job_id: str, client_id: str, round_: int, attempt: int, payload: bytes, weight: float,
         metrics: dict[str, float], timings: ClientTimings | None = None,
     ) -> AddResult:
-        """Fold one client's update; the round closes when enough results are in."""
-        state = await self._require_open(job_id, round_)
-        if state.attempt != attempt:
+        """Fold one client's update; the round closes when enough results are in.
+
+        A retry of an update that was already counted is answered ``duplicate`` even after its round
+        closed (the accepted set outlives the round), so a device whose reply was lost does not drop it.
+        """
+        state = await self._hot.round(job_id)
+        if state is None or (state.round, state.attempt, state.state) != (round_, attempt, "open"):
+            if await self._raw_redis.sismember(accepted_key(self._hot.namespace(job_id), round_, attempt), client_id):
+                return AddResult(accepted=False, duplicate=True, results=state.results if state else 0)
+            state = await self._require_open(job_id, round_)
             raise Conflict(f"attempt {attempt} of round {round_} is over (now attempt {state.attempt})")
+        if not state.model_digest:
+            raise Conflict(f"the model of round {round_} is not published yet")
         aggregator = self._aggregators.get(job_id)
         if aggregator is None:
             raise Conflict(f"round {round_} of job {job_id!r} is being re-opened; check in again")
@@ -190,8 +200,7 @@ class RoundManager:
             ref = await self.blobs.put(self._hot.namespace(job_id), payload)
             if not await self._hot.finish_round(job_id, round_, attempt, "closed", ref.digest):
                 return await self._hot.round(job_id)  # type: ignore[return-value]
-            self._aggregators.pop(job_id, None)
-            await aggregator.discard()
+            self._aggregators.pop(job_id, None)  # its Redis keys stay until their TTL: late retries see them
             self.trace.round_closed(
                 job_id, round_, attempt, time.time(), finalize_start, aggregate.results, state.bound
             )

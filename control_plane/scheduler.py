@@ -63,6 +63,7 @@ class SchedulerView:
         self.supply: dict[str, int] = {}
         self._states: dict[str, RoundState] = {}
         self._changes: dict[str, int] = {}  # per job: events applied to the cache
+        self._members: dict[str, tuple[int, int, set[str]]] = {}  # job -> (round, attempt, bound clients)
 
     async def refresh_states(self, _now: float = 0.0) -> None:
         """Re-read every active job's round. A job's entry that an event changed while the read was in
@@ -86,9 +87,22 @@ class SchedulerView:
             if current is not None and (current.round, current.attempt) == (event.round, event.attempt):
                 self._changed(event.job_id)
                 self._states[event.job_id] = replace(current, bound=event.bound)
+        if event.kind == "client_bound":
+            round_, attempt, members = self._members.get(event.job_id, (event.round, event.attempt, set()))
+            if (round_, attempt) != (event.round, event.attempt):
+                members = set()
+            members.add(event.client_id)
+            self._members[event.job_id] = (event.round, event.attempt, members)
         elif event.kind in ("job_completed", "job_cancelled"):
             self._states.pop(event.job_id, None)
             self._changes.pop(event.job_id, None)
+            self._members.pop(event.job_id, None)
+
+    def bound_to(self, job_id: str, client_id: str) -> bool:
+        """Whether the client is already bound to the job's open round (as far as events told)."""
+        state, known = self._states.get(job_id), self._members.get(job_id)
+        return (state is not None and known is not None and known[:2] == (state.round, state.attempt)
+                and client_id in known[2])
 
     def _changed(self, job_id: str) -> None:
         self._changes[job_id] = self._changes.get(job_id, 0) + 1

@@ -7,6 +7,19 @@ blobs (:mod:`data_plane.blobs`); updates fold into a streaming weighted FedAvg
 
 from data_plane.aggregator import AddResult, Aggregate, RoundAggregator, UpdateRejected
 from data_plane.blobs import BlobRef, BlobStore
-from data_plane.tensors import PayloadError
+from data_plane.tensors import PayloadError, Schema, check_finite, decode, encode, schema
 
-__all__ = ["AddResult", "Aggregate", "BlobRef", "BlobStore", "PayloadError", "RoundAggregator", "UpdateRejected"]
+__all__ = [
+    "AddResult",
+    "Aggregate",
+    "BlobRef",
+    "BlobStore",
+    "PayloadError",
+    "RoundAggregator",
+    "Schema",
+    "UpdateRejected",
+    "check_finite",
+    "decode",
+    "encode",
+    "schema",
+]

@@ -1,30 +1,42 @@
 """Streaming, weighted, idempotent FedAvg for one (job, round, attempt).
 
-Each accepted update is folded into a float64 running sum as it arrives, so memory is one model (plus
-one scratch tensor) however many clients report. Idempotency is claimed in Redis (SADD of the client
-id) after the update validated and before it is folded: a retried upload is counted once, also when two
-copies race, and a rejected upload never counts.
+Each accepted update is folded into a float64 running sum as it arrives, so memory is one model (plus a
+2 MiB scratch buffer) however many clients report. An update is validated first, then its client is
+claimed in Redis (SADD), then folded: a retried upload counts once, also when two copies race, and a
+rejected upload never counts. Progress lives in Redis too, for other processes to read::
+
+    {namespace}:r{round}:a{attempt}:accepted   set   client ids whose update is folded (SCARD: results)
+    {namespace}:r{round}:a{attempt}:agg        hash  weight (HINCRBYFLOAT: total aggregation weight)
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import redis.asyncio as aioredis
 
-from data_plane.tensors import check_finite, decode, schema
+from data_plane.tensors import Schema, check_finite, decode, schema
 
-__all__ = ["AddResult", "Aggregate", "RoundAggregator", "UpdateRejected"]
+__all__ = ["AddResult", "Aggregate", "RoundAggregator", "UpdateRejected", "accepted_key"]
 
-Schema = dict[str, tuple[str, tuple[int, ...]]]
-_FOLD_BLOCK = 1 << 18  # 2 MiB of float64: stays in cache between the multiply and the add
+# Elements per multiply-add step. 2 MiB of float64 stays in cache between the multiply and the add; measured
+# on 2 cores this folds float32 at ~2.6 GB/s against ~1.6 GB/s for a whole-tensor temporary.
+_FOLD_BLOCK = 1 << 18
+
+
+def accepted_key(namespace: str, round: int, attempt: int) -> str:
+    """The Redis set of clients whose update one round attempt counted."""
+    return f"{namespace}:r{round}:a{attempt}:accepted"
 
 
 class UpdateRejected(ValueError):
+    """An update that must not count; ``field`` names the request field at fault."""
+
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"{field}: {reason}")
         self.field = field
@@ -40,10 +52,10 @@ class AddResult:
 
 @dataclass(frozen=True)
 class Aggregate:
-    tensors: dict[str, np.ndarray]
+    tensors: dict[str, np.ndarray]  # weighted mean, in each input tensor's dtype
     total_weight: float
     results: int
-    metrics: dict[str, float]
+    metrics: dict[str, float]  # weighted mean of each metric over the updates that reported it
 
 
 class RoundAggregator:
@@ -51,38 +63,58 @@ class RoundAggregator:
                  reference_schema: Schema | None = None, max_update_bytes: int | None = None,
                  ttl_s: float = 86400.0) -> None:
         self._redis = redis
-        self._accepted_key = f"{namespace}:r{round}:a{attempt}:accepted"
+        self._accepted_key = accepted_key(namespace, round, attempt)
         self._progress_key = f"{namespace}:r{round}:a{attempt}:agg"
-        self._ttl_ms = int(ttl_s * 1000)
-        self.reference_schema = reference_schema
+        self._ttl_ms = max(1, int(ttl_s * 1000))
+        self.reference_schema = reference_schema  # None: the first accepted update sets it
         self._max_bytes = max_update_bytes
         self._sums: dict[str, np.ndarray] = {}
+        self._schema: Schema | None = None
         self._scratch = np.empty(_FOLD_BLOCK, np.float64)
-        self._dtypes: dict[str, np.dtype] = {}
         self._weight = 0.0
         self._metric_sums: dict[str, float] = {}
         self._metric_weights: dict[str, float] = {}
         self._results = 0
-        self._closed = False
+        self._aggregate: Aggregate | None = None
+        self._discarded = False
         self._lock = asyncio.Lock()
+        self._commits: set[asyncio.Task[AddResult]] = set()
 
     @property
     def results(self) -> int:
         return self._results
 
+    @property
+    def _closed(self) -> bool:
+        return self._aggregate is not None or self._discarded
+
     async def add(self, client_id: str, payload: bytes | bytearray | memoryview, weight: float,
                   metrics: Mapping[str, float] | None = None) -> AddResult:
+        """Validate, claim and fold one client's update; PayloadError or UpdateRejected leave no trace."""
         if self._closed:
             raise UpdateRejected("round", "round closed")
-        if not math.isfinite(weight) or weight <= 0:
-            raise UpdateRejected("num_samples", f"weight must be positive and finite, got {weight}")
-        tensors = await asyncio.to_thread(self._validate, payload)
+        if not _is_real(weight) or not math.isfinite(weight) or weight <= 0:
+            raise UpdateRejected("num_samples", f"weight must be positive and finite, got {weight!r}")
+        clean_metrics = _check_metrics(metrics)
+        tensors = await asyncio.to_thread(self._decode, payload)
+        # Once claimed, an update must be folded and counted whole: a caller that gives up (a cancelled RPC)
+        # must not leave a claim without a fold, or a fold without a count. So the commit runs as its own task.
+        commit = asyncio.ensure_future(self._commit(client_id, tensors, float(weight), clean_metrics))
+        self._commits.add(commit)
+        commit.add_done_callback(self._commits.discard)
+        return await asyncio.shield(commit)
+
+    def _decode(self, payload: bytes | bytearray | memoryview) -> dict[str, np.ndarray]:
+        tensors = decode(payload, max_bytes=self._max_bytes)
+        check_finite(tensors)
+        return tensors
+
+    async def _commit(self, client_id: str, tensors: dict[str, np.ndarray], weight: float,
+                      metrics: dict[str, float]) -> AddResult:
         async with self._lock:
             if self._closed:
                 raise UpdateRejected("round", "round closed")
-            expected = self.reference_schema
-            if expected is None and self._results:
-                expected = {name: (self._dtypes[name].str, s.shape) for name, s in self._sums.items()}
+            expected = self.reference_schema if self.reference_schema is not None else self._schema
             if expected is not None and schema(tensors) != expected:
                 raise UpdateRejected("data", "schema mismatch: tensor names, dtypes or shapes differ from the model")
             async with self._redis.pipeline(transaction=True) as pipe:
@@ -97,49 +129,72 @@ class RoundAggregator:
                 await self._redis.srem(self._accepted_key, client_id)
                 raise
             self._weight += weight
-            for name, value in (metrics or {}).items():
-                if math.isfinite(value):
-                    self._metric_sums[name] = self._metric_sums.get(name, 0.0) + weight * value
-                    self._metric_weights[name] = self._metric_weights.get(name, 0.0) + weight
+            for name, value in metrics.items():
+                self._metric_sums[name] = self._metric_sums.get(name, 0.0) + weight * value
+                self._metric_weights[name] = self._metric_weights.get(name, 0.0) + weight
             self._results += 1
             async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.hset(self._progress_key, mapping={"results": self._results, "weight": self._weight})
+                pipe.hincrbyfloat(self._progress_key, "weight", weight)
                 pipe.pexpire(self._progress_key, self._ttl_ms)
                 await pipe.execute()
             return AddResult(accepted=True, duplicate=False, results=self._results)
 
-    def _validate(self, payload: bytes | bytearray | memoryview) -> dict[str, np.ndarray]:
-        tensors = decode(payload, max_bytes=self._max_bytes)
-        check_finite(tensors)
-        return tensors
-
     def _fold(self, tensors: dict[str, np.ndarray], weight: float) -> None:
-        """acc += weight * update in float64, through a small cache-sized scratch buffer."""
+        """sum += weight * update in float64, a cache-sized block at a time."""
         if not self._sums:
             self._sums = {name: np.zeros(array.shape, np.float64) for name, array in tensors.items()}
-            self._dtypes = {name: array.dtype for name, array in tensors.items()}
-        scratch = self._scratch
+            self._schema = schema(tensors)
         for name, array in tensors.items():
             flat_sum, flat = self._sums[name].reshape(-1), array.reshape(-1)
             for start in range(0, flat.size, _FOLD_BLOCK):
                 part = flat[start: start + _FOLD_BLOCK]
-                tmp = scratch[: part.size]
-                np.multiply(part, weight, out=tmp, dtype=np.float64)
-                flat_sum[start: start + part.size] += tmp
+                scratch = self._scratch[: part.size]
+                np.multiply(part, weight, out=scratch, dtype=np.float64)
+                flat_sum[start: start + part.size] += scratch
 
     async def finalize(self) -> Aggregate:
+        """Close the round and return the weighted mean; later calls return the same Aggregate."""
         async with self._lock:
+            if self._aggregate is not None:
+                return self._aggregate
             if not self._results:
                 raise ValueError("no update was accepted")
-            self._closed = True
-            total = self._weight
-            tensors = await asyncio.to_thread(
-                lambda: {name: (s / total).astype(self._dtypes[name]) for name, s in self._sums.items()}
-            )
-            self._sums.clear()
+            tensors = await asyncio.to_thread(self._mean)
             metrics = {name: self._metric_sums[name] / self._metric_weights[name] for name in self._metric_sums}
-            return Aggregate(tensors=tensors, total_weight=total, results=self._results, metrics=metrics)
+            self._aggregate = Aggregate(tensors=tensors, total_weight=self._weight, results=self._results,
+                                        metrics=metrics)
+            return self._aggregate
+
+    def _mean(self) -> dict[str, np.ndarray]:
+        """Divide in place and free each sum as it is cast, so the peak stays one model in float64."""
+        assert self._schema is not None
+        mean = {}
+        for name, (dtype, _) in self._schema.items():
+            total = self._sums.pop(name)
+            np.divide(total, self._weight, out=total)
+            if np.dtype(dtype).kind in "iu":  # counters (e.g. batch-norm steps): round, do not truncate
+                np.rint(total, out=total)
+            mean[name] = total.astype(dtype)
+        return mean
 
     async def discard(self) -> None:
-        self._closed = True
-        await self._redis.delete(self._accepted_key, self._progress_key)
+        """Close the round and delete its Redis keys (the Aggregate, if any, stays readable)."""
+        async with self._lock:  # after any fold in flight, so it cannot re-create the keys
+            self._discarded = True
+            await self._redis.delete(self._accepted_key, self._progress_key)
+
+
+def _check_metrics(metrics: Mapping[str, float] | None) -> dict[str, float]:
+    """Numeric metrics only, checked before the claim; a NaN metric is dropped rather than poisoning the mean."""
+    clean = {}
+    for name, value in (metrics or {}).items():
+        if not isinstance(name, str) or not _is_real(value):
+            raise UpdateRejected("metrics_json", f"metric {name!r} is not a number: {value!r}")
+        if math.isfinite(value):
+            clean[name] = float(value)
+    return clean
+
+
+def _is_real(value: object) -> bool:
+    """Python and numpy ints and floats; not booleans, strings or None."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)

@@ -1,12 +1,20 @@
 """Content-addressed, chunked blobs in plain Redis (no modules).
 
-A model is stored once per content (sha256), as fixed-size chunks, so a 1 GB model never becomes one
-huge Redis value and a broadcast to K clients is one copy, not K. The meta key is written last: a
-reader either sees a complete blob or none.
+A model is stored once per content (sha256) as fixed-size chunks, so a 1 GB model never becomes one huge
+Redis value, publishing the same model twice stores it once, and a broadcast to K clients is one copy,
+not K. The meta hash is written last and expires first: a reader that sees it finds every chunk.
+
+Keys (``namespace`` is a job key prefix such as ``propius:{job:<id>}``, so one job's blobs share a slot)::
+
+    {namespace}:blob:{digest}        hash  size, chunks
+    {namespace}:blob:{digest}:{i}    string, chunk i
+
+The store needs a bytes client (``decode_responses=False``): chunks are binary.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -15,10 +23,12 @@ import redis.asyncio as aioredis
 
 __all__ = ["BlobRef", "BlobStore"]
 
+_GRACE_MS = 60_000  # chunks outlive their meta by this much: a read that began just before expiry completes
+
 
 @dataclass(frozen=True)
 class BlobRef:
-    digest: str
+    digest: str  # sha256 hex of the content
     size: int
     chunks: int
 
@@ -26,10 +36,12 @@ class BlobRef:
 class BlobStore:
     def __init__(self, redis: aioredis.Redis, *, chunk_bytes: int = 1 << 20, ttl_s: float = 86400.0,
                  batch: int = 8) -> None:
+        if chunk_bytes < 1 or batch < 1:
+            raise ValueError("chunk_bytes and batch must be positive")
         self._redis = redis
         self._chunk = chunk_bytes
-        self._ttl_ms = int(ttl_s * 1000)
-        self._batch = batch  # chunks per round trip: bounds memory held in a pipeline
+        self._ttl_ms = max(1, int(ttl_s * 1000))
+        self._batch = batch  # chunks per round trip: bounds what one pipeline holds to batch * chunk_bytes
 
     @staticmethod
     def _meta(namespace: str, digest: str) -> str:
@@ -40,56 +52,65 @@ class BlobStore:
         return f"{namespace}:blob:{digest}:{index}"
 
     async def put(self, namespace: str, data: bytes | bytearray | memoryview) -> BlobRef:
-        view = memoryview(data)
-        digest = hashlib.sha256(view).hexdigest()
-        meta = self._meta(namespace, digest)
-        chunks = max(1, -(-len(view) // self._chunk))
-        if await self._redis.exists(meta):
-            await self._touch(namespace, digest, chunks)
-            return BlobRef(digest, len(view), chunks)
-        for start in range(0, chunks, self._batch):
+        """Store ``data`` (which must not change meanwhile) unless the same content is already there."""
+        view = memoryview(data).cast("B")
+        digest = await asyncio.to_thread(lambda: hashlib.sha256(view).hexdigest())  # ~1 s per GB: off the loop
+        ref = BlobRef(digest, len(view), max(1, -(-len(view) // self._chunk)))
+        if await self._refresh(namespace, ref):
+            return ref
+        for start in range(0, ref.chunks, self._batch):
             async with self._redis.pipeline(transaction=False) as pipe:
-                for index in range(start, min(start + self._batch, chunks)):
-                    part = bytes(view[index * self._chunk: (index + 1) * self._chunk])
-                    pipe.set(self._part(namespace, digest, index), part, px=self._ttl_ms)
+                for index in range(start, min(start + self._batch, ref.chunks)):
+                    # A memoryview slice goes to the socket without a copy.
+                    pipe.set(self._part(namespace, digest, index),
+                             view[index * self._chunk: (index + 1) * self._chunk], px=self._ttl_ms + _GRACE_MS)
                 await pipe.execute()
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hset(meta, mapping={"size": len(view), "chunks": chunks})
-            pipe.pexpire(meta, self._ttl_ms)
-            await pipe.execute()
-        return BlobRef(digest, len(view), chunks)
-
-    async def _touch(self, namespace: str, digest: str, chunks: int) -> None:
-        async with self._redis.pipeline(transaction=False) as pipe:
+        async with self._redis.pipeline(transaction=True) as pipe:  # never a meta without its TTL
+            pipe.hset(self._meta(namespace, digest), mapping={"size": ref.size, "chunks": ref.chunks})
             pipe.pexpire(self._meta(namespace, digest), self._ttl_ms)
-            for index in range(chunks):
-                pipe.pexpire(self._part(namespace, digest, index), self._ttl_ms)
             await pipe.execute()
+        return ref
+
+    async def _refresh(self, namespace: str, ref: BlobRef) -> bool:
+        """Extend a stored blob's TTL; False when it is absent or lost a chunk (then it is written anew)."""
+        if not await self._redis.pexpire(self._meta(namespace, ref.digest), self._ttl_ms):
+            return False
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for index in range(ref.chunks):
+                pipe.pexpire(self._part(namespace, ref.digest, index), self._ttl_ms + _GRACE_MS)
+            return all(await pipe.execute())
 
     async def ref(self, namespace: str, digest: str) -> BlobRef | None:
-        meta = await self._redis.hgetall(self._meta(namespace, digest))
-        if not meta:
+        size, chunks = await self._redis.hmget(self._meta(namespace, digest), ["size", "chunks"])
+        if size is None or chunks is None:
             return None
-        get = lambda key: meta.get(key) or meta.get(key.encode())  # noqa: E731 - bytes or str clients
-        return BlobRef(digest, int(get("size")), int(get("chunks")))
+        return BlobRef(digest, int(size), int(chunks))
 
     async def iter_chunks(self, namespace: str, digest: str) -> AsyncIterator[bytes]:
+        """The blob's chunks in order, ``batch`` per round trip; KeyError if it is missing or incomplete."""
         ref = await self.ref(namespace, digest)
         if ref is None:
             raise KeyError(f"blob {digest} not found")
+        seen = 0
         for start in range(0, ref.chunks, self._batch):
             keys = [self._part(namespace, digest, i) for i in range(start, min(start + self._batch, ref.chunks))]
-            parts = await self._redis.mget(keys)
-            for key, part in zip(keys, parts, strict=True):
+            for key, part in zip(keys, await self._redis.mget(keys), strict=True):
                 if part is None:
                     raise KeyError(f"blob {digest} lost chunk {key}")
-                yield part if isinstance(part, bytes) else part.encode()
+                seen += len(part)
+                yield part
+        if seen != ref.size:
+            raise KeyError(f"blob {digest} holds {seen} bytes, its meta says {ref.size}")
 
     async def get(self, namespace: str, digest: str) -> bytes:
         return b"".join([part async for part in self.iter_chunks(namespace, digest)])
 
     async def delete(self, namespace: str, digest: str) -> None:
+        """Remove the meta first, so no reader starts on a blob whose chunks are going."""
         ref = await self.ref(namespace, digest)
-        if ref is not None:
-            await self._redis.delete(self._meta(namespace, digest),
-                                     *(self._part(namespace, digest, i) for i in range(ref.chunks)))
+        if ref is None:
+            return
+        await self._redis.delete(self._meta(namespace, digest))
+        for start in range(0, ref.chunks, 512):
+            await self._redis.delete(*(self._part(namespace, digest, i)
+                                       for i in range(start, min(start + 512, ref.chunks))))

@@ -129,7 +129,11 @@ async def test_bad_uploads_are_rejected_without_losing_accepted_data(planes, stu
     info, aggregate = await stubs.aggregate(job_id, token, 0)
     assert info.state == pb.ROUND_STATE_CLOSED and info.results == 3
     np.testing.assert_allclose(aggregate["w"], np.full((2, 3), (2 + 8 + 4) / 8, np.float32))
-    await rejected(upload(), grpc.StatusCode.FAILED_PRECONDITION)  # the round is over
+    retry = await upload()  # "c" was counted: after the round closed, its retry is a duplicate, not an error
+    assert (retry.accepted, retry.duplicate) == (False, True)
+    late, late_accept = checkin, pb.AcceptResponse(job_id=job_id, round=0, attempt=0)
+    await rejected(stubs.upload("late", late.session_token, late_accept, good_update, 1.0),
+                   grpc.StatusCode.PERMISSION_DENIED)  # another client's session
 
 
 async def test_bad_models_are_rejected(stubs):

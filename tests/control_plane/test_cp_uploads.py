@@ -56,8 +56,6 @@ async def test_concurrent_identical_uploads_are_counted_once(plane, stubs):
     np.testing.assert_array_equal(aggregate["w"], UPDATE["w"])
 
 
-@pytest.mark.xfail(strict=True, reason="bug in control_plane/rounds.py RoundManager.deliver: no check that the "
-                                       "round's model was published, so an update of any schema is folded")
 async def test_upload_before_the_model_is_published_is_refused(plane, stubs):
     job_id, token = await stubs.register(name="early", demand=1)
     await stubs.start_round(job_id, token)  # no PublishModel yet
@@ -69,8 +67,6 @@ async def test_upload_before_the_model_is_published_is_refused(plane, stubs):
     assert (state.state, state.results) == ("open", 0)
 
 
-@pytest.mark.xfail(strict=True, reason="bug in control_plane/rounds.py RoundManager.deliver: a retry of the "
-                                       "upload that closed the round gets FAILED_PRECONDITION, not duplicate=True")
 async def test_retry_of_the_closing_upload_is_a_duplicate(stubs):
     job_id, token = await stubs.register(name="closer", demand=1)
     await stubs.start_round(job_id, token)

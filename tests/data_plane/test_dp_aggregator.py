@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -13,24 +14,32 @@ from data_plane.tensors import PayloadError, encode
 
 def _updates(n: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
-    return [{"w": rng.normal(size=(6, 5)).astype(np.float32), "b": rng.normal(size=5).astype(np.float32)}
-            for _ in range(n)]
+    return [{"w": rng.normal(size=(600, 500)).astype(np.float32), "b": rng.normal(size=5).astype(np.float32),
+             "d": rng.normal(size=(2, 3)), "steps": np.array(i * 7, np.int64)} for i in range(n)]
+
+
+async def _members(raw_redis, namespace, round_: int) -> set[bytes]:
+    return await raw_redis.smembers(f"{namespace}:r{round_}:a0:accepted")
 
 
 async def test_weighted_mean_matches_numpy(raw_redis, namespace):
     aggregator = RoundAggregator(raw_redis, namespace, 0, 0)
-    updates, weights = _updates(7), [3.0, 1.0, 10.0, 250.0, 0.5, 42.0, 7.0]
+    updates, weights = _updates(7), [3.0, 1.0, 10.0, 250.0, 0.5, 42.0, 7]
     for i, (update, weight) in enumerate(zip(updates, weights, strict=True)):
-        result = await aggregator.add(f"c{i}", encode(update), weight, {"loss": float(i)})
-        assert result.accepted and result.results == i + 1
+        metrics = {"loss": float(i), **({"accuracy": 0.5} if i % 2 else {})}
+        result = await aggregator.add(f"c{i}", encode(update), weight, metrics)
+        assert result.accepted and not result.duplicate and result.results == i + 1 == aggregator.results
     aggregate = await aggregator.finalize()
     assert aggregate.results == 7 and aggregate.total_weight == pytest.approx(sum(weights))
-    for name in ("w", "b"):
+    for name in ("w", "b", "d", "steps"):
         expected = np.average(np.stack([u[name] for u in updates]), axis=0, weights=weights)
-        np.testing.assert_allclose(aggregate.tensors[name], expected, rtol=1e-6, atol=1e-7)
-        assert aggregate.tensors[name].dtype == np.float32
-    assert aggregate.metrics["loss"] == pytest.approx(np.average(range(7), weights=weights))
-    assert int(await raw_redis.scard(f"{namespace}:r0:a0:accepted")) == 7
+        assert aggregate.tensors[name].dtype == updates[0][name].dtype
+        np.testing.assert_allclose(aggregate.tensors[name], np.rint(expected) if name == "steps" else expected,
+                                   rtol=1e-6, atol=1e-7)
+    assert aggregate.metrics == pytest.approx({"loss": np.average(range(7), weights=weights), "accuracy": 0.5})
+    assert await raw_redis.scard(f"{namespace}:r0:a0:accepted") == 7
+    assert float(await raw_redis.hget(f"{namespace}:r0:a0:agg", "weight")) == pytest.approx(sum(weights))
+    assert await aggregator.finalize() is aggregate
 
 
 async def test_duplicates_count_once_even_when_racing(raw_redis, namespace):
@@ -38,40 +47,52 @@ async def test_duplicates_count_once_even_when_racing(raw_redis, namespace):
     update = encode(_updates(1)[0])
     first = await aggregator.add("same", update, 5.0)
     again = await aggregator.add("same", update, 5.0)
-    assert first.accepted and not again.accepted and again.duplicate
+    assert first.accepted and not again.accepted and again.duplicate and again.results == 1
     racing = await asyncio.gather(*(aggregator.add("racer", update, 2.0) for _ in range(8)))
     assert sum(r.accepted for r in racing) == 1 and sum(r.duplicate for r in racing) == 7
     aggregate = await aggregator.finalize()
     assert aggregate.results == 2 and aggregate.total_weight == 7.0
+    assert await _members(raw_redis, namespace, 1) == {b"same", b"racer"}
 
 
 async def test_rejects_leave_no_trace(raw_redis, namespace):
-    aggregator = RoundAggregator(raw_redis, namespace, 2, 0)
+    aggregator = RoundAggregator(raw_redis, namespace, 2, 0, max_update_bytes=2 << 20)
     good = _updates(2)
-    await aggregator.add("ok", encode(good[0]), 1.0)
-    bad_shape = {"w": np.zeros((5, 5), np.float32), "b": np.zeros(5, np.float32)}
-    with pytest.raises(UpdateRejected, match="schema") as error:
-        await aggregator.add("shape", encode(bad_shape), 1.0)
-    assert error.value.field == "data"
+    await aggregator.add("ok", encode(good[0]), 2.0, {"loss": 1.0})
+    bad_payloads = {
+        "shape": {**good[1], "b": np.zeros(4, np.float32)},
+        "dtype": {**good[1], "b": good[1]["b"].astype(np.float64)},
+        "missing": {k: v for k, v in good[1].items() if k != "b"},
+        "extra": {**good[1], "x": np.zeros(1, np.float32)},
+    }
+    for client, tensors in bad_payloads.items():
+        with pytest.raises(UpdateRejected, match="schema") as error:
+            await aggregator.add(client, encode(tensors), 1.0)
+        assert error.value.field == "data"
+    for weight in (float("nan"), float("inf"), 0.0, -1.0, "3", None, True):
+        with pytest.raises(UpdateRejected) as error:
+            await aggregator.add("weight", encode(good[1]), weight)
+        assert error.value.field == "num_samples"
     with pytest.raises(UpdateRejected) as error:
-        await aggregator.add("weight", encode(good[1]), float("nan"))
-    assert error.value.field == "num_samples"
-    with pytest.raises(UpdateRejected):
-        await aggregator.add("weight", encode(good[1]), 0.0)
-    nan = {**good[1], "b": np.full(5, np.nan, np.float32)}
+        await aggregator.add("metrics", encode(good[1]), 1.0, {"loss": "low"})
+    assert error.value.field == "metrics_json"
     with pytest.raises(PayloadError):
-        await aggregator.add("nan", encode(nan), 1.0)
+        await aggregator.add("nan", encode({**good[1], "b": np.full(5, np.nan, np.float32)}), 1.0)
     with pytest.raises(PayloadError):
         await aggregator.add("junk", b"junk-bytes-not-a-model", 1.0)
-    assert aggregator.results == 1
-    assert await raw_redis.smembers(f"{namespace}:r2:a0:accepted") == {b"ok"}
-    # the same clients may still deliver a valid update afterwards
-    assert (await aggregator.add("shape", encode(good[1]), 1.0)).accepted
+    with pytest.raises(PayloadError, match="exceeds"):
+        await aggregator.add("big", encode({**good[1], "w": np.zeros((1000, 1000), np.float32)}), 1.0)
+    assert aggregator.results == 1 and await _members(raw_redis, namespace, 2) == {b"ok"}
+    # A rejected client may still deliver a valid update; a NaN metric is dropped, not averaged.
+    assert (await aggregator.add("shape", encode(good[1]), 2.0, {"loss": float("nan")})).accepted
+    aggregate = await aggregator.finalize()
+    np.testing.assert_allclose(aggregate.tensors["w"], (good[0]["w"] + good[1]["w"]) / 2, rtol=1e-6)
+    assert aggregate.metrics == {"loss": 1.0} and aggregate.total_weight == 4.0
 
 
-async def test_reference_schema_and_closed_round(raw_redis, namespace):
+async def test_reference_schema_closed_round_and_discard(raw_redis, namespace):
     update = _updates(1)[0]
-    reference = {"w": ("<f4", (6, 5)), "b": ("<f4", (4,))}
+    reference = {"w": ("<f4", (600, 500)), "b": ("<f4", (4,)), "d": ("<f8", (2, 3)), "steps": ("<i8", ())}
     aggregator = RoundAggregator(raw_redis, namespace, 3, 0, reference_schema=reference)
     with pytest.raises(UpdateRejected, match="schema"):
         await aggregator.add("c", encode(update), 1.0)
@@ -80,8 +101,37 @@ async def test_reference_schema_and_closed_round(raw_redis, namespace):
     await aggregator.finalize()
     with pytest.raises(UpdateRejected) as error:
         await aggregator.add("late", encode(update), 1.0)
-    assert error.value.field == "round"
-    with pytest.raises(ValueError):
+    assert error.value.field == "round" and error.value.reason == "round closed"
+    with pytest.raises(ValueError, match="no update"):
         await RoundAggregator(raw_redis, namespace, 4, 0).finalize()
     await aggregator.discard()
-    assert await raw_redis.exists(f"{namespace}:r3:a0:accepted") == 0
+    assert await raw_redis.exists(f"{namespace}:r3:a0:accepted", f"{namespace}:r3:a0:agg") == 0
+
+
+async def test_failed_fold_releases_the_claim(raw_redis, namespace, monkeypatch):
+    aggregator = RoundAggregator(raw_redis, namespace, 5, 0)
+    fold = aggregator._fold
+
+    def broken(tensors, weight):
+        monkeypatch.setattr(aggregator, "_fold", fold)
+        raise MemoryError("out of memory")
+
+    monkeypatch.setattr(aggregator, "_fold", broken)
+    with pytest.raises(MemoryError):
+        await aggregator.add("c", encode(_updates(1)[0]), 1.0)
+    assert aggregator.results == 0 and await _members(raw_redis, namespace, 5) == set()
+    assert (await aggregator.add("c", encode(_updates(1)[0]), 1.0)).accepted
+
+
+async def test_cancelled_caller_still_counts_a_claimed_update(raw_redis, namespace, monkeypatch):
+    aggregator = RoundAggregator(raw_redis, namespace, 6, 0)
+    fold = aggregator._fold
+    monkeypatch.setattr(aggregator, "_fold", lambda t, w: (time.sleep(0.2), fold(t, w)))
+    task = asyncio.create_task(aggregator.add("c", encode(_updates(1)[0]), 3.0))
+    while not await _members(raw_redis, namespace, 6):
+        await asyncio.sleep(0.005)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    aggregate = await aggregator.finalize()  # waits for the commit in flight
+    assert aggregate.results == 1 and aggregate.total_weight == 3.0
