@@ -58,6 +58,7 @@ class JobView:
     model_size_kbit: float = 0.0  # one transfer each way per task
     work_samples: float = 0.0  # sample passes per task (local_steps x 3 x batch_size)
     execution_timeout_s: float = math.inf
+    deadline_at: float = math.inf  # when the current round attempt fails if results are short
     expected_results: float | None = None  # results + reliability-weighted bound clients still working
     recent_schedule_s: float | None = None  # smoothed scheduling delay of the job's last rounds
     recent_response_s: float | None = None  # smoothed response-collection time of the job's last rounds

@@ -18,10 +18,12 @@ from propius.config import Settings
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec, SpecError
+from propius.simulator.cli import simulate_command
 from propius.trace.cli import app as trace_app
 
 app = typer.Typer(help="Propius: a resource manager for federated learning.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
+app.command("simulate")(simulate_command)
 console = Console()
 
 Server = Annotated[str, typer.Option(help="control-plane address host:port")]

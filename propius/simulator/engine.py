@@ -70,7 +70,7 @@ class Simulation:
             active = ActiveJob(job_id=item.name, spec=spec, token_hash="", registered_at=item.arrival_s,
                                state="registered", rounds_done=0)
             wake_bit = 1 << index if config.mode == "static" else class_bit
-            self.jobs.append(SimJob(index, spec, item, active, class_bit, wake_bit))
+            self.jobs.append(SimJob(index, key, spec, item, active, class_bit, wake_bit))
         self.by_id = {job.job_id: job for job in self.jobs}
         self.classes = list(classes)
         self.class_mask = self._class_masks(classes)
@@ -126,7 +126,8 @@ class Simulation:
     def ordered_views(self) -> list[JobView]:
         """Open rounds in policy order, rebuilt only after some job's state changed."""
         if self._dirty:
-            views = [self.view_of(job) for job in self.jobs if job.state == "open"]
+            supply = self.supply
+            views = [job.view or job.build_view(supply[job.key]) for job in self.jobs if job.state == "open"]
             ctx = SchedulingContext(now=self.now, supply_by_class=self.supply, seed=self.config.seed,
                                     speed_tiers=self.tiers)
             self._ordered = self.policy.order(views, ctx)
@@ -134,7 +135,7 @@ class Simulation:
         return self._ordered
 
     def view_of(self, job: SimJob) -> JobView:
-        return job.build_view(self.supply[job.spec.requirements.eligibility_key()])
+        return job.view or job.build_view(self.supply[job.key])
 
     def context(self, client: int, now: float) -> SchedulingContext:
         return SchedulingContext(now=now, supply_by_class=self.supply, seed=self.config.seed,
@@ -149,10 +150,13 @@ class Simulation:
         return ok
 
     def first_accepted(self, client: int, offers: list[JobView]) -> SimJob | None:
-        """The first offer the device's private constraints admit (as clients.device does)."""
+        """The first offer the device's private constraints admit and the bind accepts (as clients.device does).
+
+        The live bind refuses a client already bound in the round (``already_bound``); so does this.
+        """
         for view in offers:
             job = self.by_id[view.job_id]
-            if self.private_ok(client, job) and job.open_slots > 0:
+            if self.private_ok(client, job) and job.open_slots > 0 and client not in job.joined:
                 return job
         return None
 
@@ -251,6 +255,7 @@ class Simulation:
         job.bound += 1
         job.binds += 1
         job.members[client] = reliability
+        job.joined.add(client)
         job.expected += reliability
         if job.filled_at is None and job.bound >= job.spec.demand:
             job.filled_at = self.now

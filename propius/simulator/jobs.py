@@ -1,8 +1,10 @@
 """One simulated job's round state, and the :class:`~policies.JobView` the policies see of it.
 
-Views are built by the live scheduler's own ``job_view`` from an ``ActiveJob`` and a ``RoundState``
-(the same types the control plane reads from its stores), then given the optional observations
-(task shape, round timings, expected results). A view is rebuilt only after the job's state changed.
+A view holds exactly what the live scheduler's ``job_view`` makes of an ``ActiveJob`` and a
+``RoundState`` (``round_state`` builds the latter; the tests check the two agree field by field),
+plus the optional observations (task shape, round timings, expected results). It is built directly
+rather than through ``job_view`` because that serialises the job's constraints to JSON on every call,
+and a simulation rebuilds a view after every bind; it is rebuilt only after the job's state changed.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from dataclasses import dataclass, field
 
 from control_plane.hot_state import RoundState
 from control_plane.jobs import ActiveJob
-from control_plane.scheduler import job_view
 from policies import JobView
 from propius.simulator.workload import WorkloadJob
 from propius.specs import JobSpec
@@ -37,6 +38,7 @@ class RoundRecord:
 @dataclass(slots=True, eq=False)
 class SimJob:
     index: int
+    key: str  # eligibility key
     spec: JobSpec
     workload: WorkloadJob
     active: ActiveJob
@@ -51,7 +53,8 @@ class SimJob:
     target: int = 0
     bound: int = 0  # clients holding a slot (working, or dropped and not yet reaped)
     results: int = 0
-    members: dict[int, float] = field(default_factory=dict)  # client -> its reliability at bind
+    members: dict[int, float] = field(default_factory=dict)  # working client -> its reliability at bind
+    joined: set[int] = field(default_factory=set)  # every client bound in this attempt (binds once, as live)
     expected: float = 0.0  # results + sum of members' reliabilities
     filled_at: float | None = None  # when the demand-th client bound
     binds: int = 0  # in this attempt
@@ -77,6 +80,7 @@ class SimJob:
         self.target = self.spec.bind_target(self.spec.demand)
         self.bound = self.results = self.binds = 0
         self.members = {}
+        self.joined = set()
         self.expected = 0.0
         self.filled_at = None
         self.view = None
@@ -112,13 +116,15 @@ class SimJob:
         )
 
     def build_view(self, supply: int) -> JobView:
-        """The live scheduler's view of this job, plus the observations the simulator tracks."""
+        """``job_view(self.active, self.round_state(), supply)`` plus the observations the simulator tracks."""
         if self.view is None:
-            self.view = dataclasses.replace(
-                job_view(self.active, self.round_state(), supply),
-                model_size_kbit=self.workload.model_size_kbit, work_samples=self.workload.work_samples,
-                execution_timeout_s=self.spec.execution_timeout_s, expected_results=self.expected,
-                recent_schedule_s=self.recent_schedule_s, recent_response_s=self.recent_response_s,
+            spec = self.spec
+            self.view = JobView(
+                self.active.job_id, spec.name, spec.owner, self.active.registered_at, spec.priority, spec.demand,
+                self.target, self.bound, self.results, spec.rounds, self.rounds_done, self.key,
+                spec.requirements.public, supply, self.workload.model_size_kbit, self.workload.work_samples,
+                spec.execution_timeout_s, self.deadline_at, self.expected, self.recent_schedule_s,
+                self.recent_response_s,
             )
         return self.view
 

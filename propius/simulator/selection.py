@@ -77,7 +77,8 @@ class ClientRandomSelection:
             return None
         job = candidates[int(sim.rng.random() * len(candidates))]
         sim.handshakes += 1
-        if job.open_slots > 0 and sim.class_mask[client] & job.class_bit and sim.private_ok(client, job):
+        if (job.open_slots > 0 and client not in job.joined and sim.class_mask[client] & job.class_bit
+                and sim.private_ok(client, job)):
             return job
         sim.wasted_handshakes += 1
         return None

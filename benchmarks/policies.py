@@ -1,0 +1,203 @@
+"""Sharing policies on trace-driven clients: the published Propius/Venn comparisons, and ours.
+
+1. policy-20jobs, 15,000 clients, every policy, several seeds: average / max JCT, failed rounds.
+   Checks: IRS beats FIFO and Random; ``propius`` beats IRS by >= 10 % on every seed, and no job's
+   JCT is more than 1.5x its FIFO JCT.
+2. utilization-5jobs at 1,200 / 1,500 / 1,800 always-available clients: central binding vs static
+   partitioning (utilization) and vs client-side random selection (binds per second).
+3. Ablations: ``propius`` with one ingredient switched off (or on) at a time.
+4. Simulator speed: events/s of the runs above; with ``--scale N`` one run on N clients.
+
+Same workload and same client traces (population seed = run seed) for every policy at a seed. Each
+run is a child process (``--run-one TASK_JSON``, JSON out on stdout), ``--workers`` at a time.
+Writes ``results/policies.json`` and ``results/policies.md``
+(the tables) and ``results/policies-jct.png``; prints the tables and the checks.
+
+    python benchmarks/policies.py                    # the full set (about 25 min on 2 cores)
+    python benchmarks/policies.py --seeds 0 --no-ablations --no-utilization   # one seed, exp. 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+# This file shares its name with the ``policies`` package: keep its own folder off the import path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
+
+from propius.simulator.availability import AvailabilityModel  # noqa: E402
+from propius.simulator.engine import SimConfig  # noqa: E402
+from propius.simulator.metrics import JobResult, RunMetrics  # noqa: E402
+from propius.simulator.plots import plot_jct  # noqa: E402
+from propius.simulator.population import PopulationModel  # noqa: E402
+from propius.simulator.run import simulate  # noqa: E402
+from propius.simulator.workload import load_workload  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+POLICIES = ["fifo", "random", "srsf", "las", "fair-share", "irs", "propius"]
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "propius -deadline_aware": {"deadline_aware": False},
+    "propius -availability_aware": {"availability_aware": False},
+    "propius -speed_tiers": {"speed_tiers": False},
+    "propius -merge": {"merge": False},
+    "propius +admission": {"admission": True},
+    "propius +adaptive_over_selection": {"adaptive_over_selection": True},
+}
+
+
+def run_child(task: dict[str, Any]) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, __file__, "--run-one", json.dumps(task)], check=True,
+                          capture_output=True, text=True)
+    return json.loads(done.stdout)
+
+
+def run_one(task: dict[str, Any]) -> dict[str, Any]:
+    availability = AvailabilityModel(mode=task["availability"])
+    metrics, _ = simulate(
+        load_workload(task["workload"]), task["policy"], task["clients"], task["seed"],
+        config=SimConfig(mode=task["mode"], seed=task["seed"]), options=task["options"],
+        model=PopulationModel(availability=availability), label=task["label"],
+    )
+    return metrics.to_dict()
+
+
+def task(workload: str, label: str, policy: str, clients: int, seed: int, mode: str = "central",
+         options: dict[str, Any] | None = None, availability: str = "diurnal") -> dict[str, Any]:
+    return {"workload": workload, "label": label, "policy": policy, "clients": clients, "seed": seed, "mode": mode,
+            "options": options or {}, "availability": availability}
+
+
+def as_metrics(row: dict[str, Any]) -> RunMetrics:
+    return RunMetrics(**{**row, "jobs": [JobResult(**job) for job in row["jobs"]]})
+
+
+def jct_table(rows: list[dict[str, Any]], labels: list[str], seeds: list[int]) -> list[str]:
+    lines = ["| policy | " + " | ".join(f"avg JCT s{s} (s)" for s in seeds)
+             + " | mean | max JCT (s, mean) | failed rounds (mean) | sched. delay (s) | response (s) | binds/s |",
+             "|---" * (len(seeds) + 7) + "|"]
+    for label in labels:
+        mine = [r for r in rows if r["policy"] == label]
+        if not mine:
+            continue
+        by_seed = {r["seed"]: r for r in mine}
+        cells = [f"{by_seed[s]['avg_jct_s']:,.0f}" if s in by_seed else "" for s in seeds]
+        lines.append(
+            f"| {label} | " + " | ".join(cells)
+            + f" | {statistics.fmean(r['avg_jct_s'] for r in mine):,.0f}"
+            + f" | {statistics.fmean(r['max_jct_s'] for r in mine):,.0f}"
+            + f" | {statistics.fmean(r['failed_rounds'] for r in mine):,.0f}"
+            + f" | {statistics.fmean(r['avg_schedule_s'] for r in mine):.1f}"
+            + f" | {statistics.fmean(r['avg_response_s'] for r in mine):.1f}"
+            + f" | {statistics.fmean(r['binds_per_s'] for r in mine):.2f} |"
+        )
+    return lines
+
+
+def checks(rows: list[dict[str, Any]], seeds: list[int]) -> list[str]:
+    def get(label: str, seed: int) -> dict[str, Any] | None:
+        return next((r for r in rows if r["policy"] == label and r["seed"] == seed), None)
+
+    lines = []
+    for seed in seeds:
+        fifo, rnd, irs, ours = get("fifo", seed), get("random", seed), get("irs", seed), get("propius", seed)
+        if not (fifo and rnd and irs and ours):
+            continue
+        gain = 1 - ours["avg_jct_s"] / irs["avg_jct_s"]
+        fifo_jct = {j["name"]: j["jct_s"] for j in fifo["jobs"]}
+        worst = max((j["jct_s"] / fifo_jct[j["name"]], j["name"]) for j in ours["jobs"]
+                    if j["jct_s"] and fifo_jct.get(j["name"]))
+        lines.append(
+            f"- seed {seed}: IRS < FIFO: {irs['avg_jct_s'] < fifo['avg_jct_s']}, IRS < Random: "
+            f"{irs['avg_jct_s'] < rnd['avg_jct_s']}; propius vs IRS: {gain:+.1%} (target >= +10 %: "
+            f"{gain >= 0.10}); worst job vs FIFO: {worst[0]:.2f}x ({worst[1]}; target <= 1.5x: {worst[0] <= 1.5})"
+        )
+    return lines
+
+
+def utilization_table(rows: list[dict[str, Any]], counts: list[int]) -> list[str]:
+    lines = ["| clients | mode | avg JCT (s) | makespan (s) | utilization | util. (active) | binds/s "
+             "| wasted handshakes | util. vs static | binds/s vs client-random |", "|---" * 10 + "|"]
+    for n in counts:
+        mine = {r["mode"]: r for r in rows if r["clients"] == n}
+        for mode in ("central", "static", "client-random"):
+            r = mine.get(mode)
+            if r is None:
+                continue
+            util = r["utilization"] / mine["static"]["utilization"] if "static" in mine else float("nan")
+            binds = r["binds_per_s"] / mine["client-random"]["binds_per_s"] if "client-random" in mine else float("nan")
+            lines.append(f"| {n} | {mode} ({r['policy']}) | {r['avg_jct_s']:,.0f} | {r['makespan_s']:,.0f} | "
+                         f"{r['utilization']:.3f} | {r['utilization_active']:.3f} | {r['binds_per_s']:.2f} | "
+                         f"{r['wasted_handshakes']:,} | {util:.2f}x | {binds:.2f}x |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--policies", nargs="+", default=POLICIES)
+    parser.add_argument("--clients", type=int, default=15_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--ablation-seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--no-ablations", action="store_true")
+    parser.add_argument("--no-utilization", action="store_true")
+    parser.add_argument("--scale", type=int, default=0, help="also one propius run on this many clients")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--run-one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run_one:
+        print(json.dumps(run_one(json.loads(args.run_one))))
+        return
+
+    tasks = [task("policy-20jobs", p, p, args.clients, s) for s in args.seeds for p in args.policies]
+    if not args.no_ablations:
+        tasks += [task("policy-20jobs", label, label.split()[0], args.clients, s, options=options)
+                  for s in args.ablation_seeds for label, options in ABLATIONS.items()]
+    util_counts = load_workload("utilization-5jobs").client_counts
+    if not args.no_utilization:
+        for n in util_counts:
+            tasks += [task("utilization-5jobs", "propius", "propius", n, 0, availability="always"),
+                      task("utilization-5jobs", "static", "fifo", n, 0, mode="static", availability="always"),
+                      task("utilization-5jobs", "client-random", "fifo", n, 0, mode="client-random",
+                           availability="always")]
+    if args.scale:
+        tasks.append(task("policy-20jobs", f"propius @{args.scale}", "propius", args.scale, 0))
+    with ThreadPoolExecutor(args.workers) as pool:
+        rows = list(pool.map(run_child, tasks))
+
+    policy_rows = [r for r in rows if r["workload"] == "policy-20jobs" and r["clients"] == args.clients]
+    util_rows = [r for r in rows if r["workload"] == "utilization-5jobs"]
+    speed_rows = [r for r in rows if r["workload"] == "policy-20jobs"]
+    md = [f"Machine: {platform.processor() or platform.machine()}, {args.workers} worker processes. "
+          "Client availability and bandwidth: seeded model (propius/simulator/availability.py, population.py), "
+          "not the FedScale traces.", "",
+          f"### policy-20jobs, {args.clients:,} clients, seeds {args.seeds}", ""]
+    md += jct_table(policy_rows, POLICIES, args.seeds) + [""] + checks(policy_rows, args.seeds)
+    if not args.no_ablations:
+        labels = ["propius", "irs", *ABLATIONS]
+        md += ["", f"### Ablations (policy-20jobs, seeds {args.ablation_seeds})", ""]
+        md += jct_table([r for r in policy_rows if r["seed"] in args.ablation_seeds], labels, args.ablation_seeds)
+    if util_rows:
+        md += ["", "### utilization-5jobs (always-available clients, seed 0)", ""]
+        md += utilization_table(util_rows, util_counts)
+    md += ["", "### Simulator speed", "", "| run | clients | events | wall (s) | events/s |", "|---|---|---|---|---|"]
+    for r in speed_rows:
+        if r["policy"] in ("propius", "irs", "fifo") or r["clients"] != args.clients:
+            md.append(f"| {r['policy']} seed {r['seed']} | {r['clients']:,} | {r['events']:,} | {r['wall_s']:.1f} | "
+                      f"{r['events_per_s']:,.0f} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "policies.json").write_text(json.dumps(rows, indent=1))
+    (args.out / "policies.md").write_text("\n".join(md) + "\n")
+    plot_jct([as_metrics(r) for r in policy_rows if r["policy"] in POLICIES], args.out / "policies-jct.png",
+             f"policy-20jobs, {args.clients:,} clients")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Learning :class:`~policies.base.ClientEstimate` from what a control plane observes about clients.
+
+Pure bookkeeping (times are passed in, nothing is read from a clock or a store), so the live
+control plane and the simulator can feed it the same observations. It learns:
+
+- speed and bandwidth from a delivered task's phases (fetch, train, upload times); a task that
+  missed its deadline sets a lower bound on the time per sample pass;
+- reliability, the chance that a bound task delivers, as a Beta estimate shrunk towards the
+  population's rate, so one unlucky task does not exclude a client;
+- sessions: when a client starts checking in and when it stops, smoothed into a typical length.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from policies.base import ClientEstimate
+
+__all__ = ["ClientHistory"]
+
+
+@dataclass(slots=True)
+class _Record:
+    delivered: int = 0
+    missed: int = 0
+    s_per_sample: float | None = None
+    bandwidth_kbps: float | None = None
+    online_since: float | None = None
+    session_s: float | None = None
+    cached: ClientEstimate | None = None
+
+
+class ClientHistory:
+    def __init__(self, prior_weight: float = 2.0, session_smoothing: float = 0.5) -> None:
+        self._records: dict[Hashable, _Record] = {}
+        self._prior_weight = prior_weight
+        self._smoothing = session_smoothing
+        self._delivered = 0
+        self._missed = 0
+        self._speeds: list[float] = []  # sorted learned speeds, for tier bounds
+
+    def _record(self, client: Hashable) -> _Record:
+        record = self._records.get(client)
+        if record is None:
+            record = self._records[client] = _Record()
+        record.cached = None
+        return record
+
+    def session_started(self, client: Hashable, now: float) -> None:
+        self._record(client).online_since = now
+
+    def session_ended(self, client: Hashable, now: float) -> None:
+        record = self._record(client)
+        if record.online_since is None:
+            return
+        length = now - record.online_since
+        previous = record.session_s
+        record.session_s = length if previous is None else previous + self._smoothing * (length - previous)
+        record.online_since = None
+
+    def delivered(
+        self, client: Hashable, fetch_s: float, train_s: float, work_samples: float, model_size_kbit: float
+    ) -> None:
+        record = self._record(client)
+        record.delivered += 1
+        self._delivered += 1
+        if fetch_s > 0:
+            record.bandwidth_kbps = model_size_kbit / fetch_s
+        if work_samples > 0:
+            self._set_speed(record, train_s / work_samples)
+
+    def missed(self, client: Hashable, elapsed_s: float, work_samples: float, model_size_kbit: float) -> None:
+        """A bound task that did not deliver: dropped, or still running at the round's deadline."""
+        record = self._record(client)
+        record.missed += 1
+        self._missed += 1
+        if record.bandwidth_kbps is not None and work_samples > 0:
+            bound = (elapsed_s - 2.0 * model_size_kbit / record.bandwidth_kbps) / work_samples
+            if bound > 0 and (record.s_per_sample is None or bound > record.s_per_sample):
+                self._set_speed(record, bound)
+
+    def _set_speed(self, record: _Record, value: float) -> None:
+        if record.s_per_sample is not None:
+            del self._speeds[bisect.bisect_left(self._speeds, record.s_per_sample)]
+        record.s_per_sample = value
+        bisect.insort(self._speeds, value)
+
+    def population_reliability(self) -> float:
+        return (self._delivered + 1.0) / (self._delivered + self._missed + 2.0)
+
+    def estimate(self, client: Hashable) -> ClientEstimate:
+        """The client's estimate; cached until its next observation (shrunk to the rate of that time)."""
+        record = self._records.get(client)
+        if record is None:
+            return ClientEstimate(reliability=self.population_reliability())
+        if record.cached is None:
+            prior = self._prior_weight
+            reliability = (record.delivered + prior * self.population_reliability()) / (
+                record.delivered + record.missed + prior
+            )
+            record.cached = ClientEstimate(
+                s_per_sample=record.s_per_sample, bandwidth_kbps=record.bandwidth_kbps, reliability=reliability,
+                online_since=record.online_since, session_s=record.session_s,
+            )
+        return record.cached
+
+    def speed_tiers(self, tiers: int) -> tuple[float, ...]:
+        """Bounds splitting the learned speeds into ``tiers`` equal-count tiers (fastest first)."""
+        if tiers < 2 or len(self._speeds) < tiers:
+            return ()
+        return tuple(self._speeds[len(self._speeds) * i // tiers] for i in range(1, tiers))

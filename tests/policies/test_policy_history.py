@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import pytest
+
+from policies.history import ClientHistory
+
+
+def test_speed_bandwidth_and_reliability_are_learned() -> None:
+    history = ClientHistory(prior_weight=2.0)
+    assert history.estimate("c").reliability == pytest.approx(0.5)  # no observations: (0 + 1) / (0 + 2)
+    history.delivered("c", fetch_s=10.0, train_s=60.0, work_samples=1200.0, model_size_kbit=50_000.0)
+    estimate = history.estimate("c")
+    assert estimate.bandwidth_kbps == pytest.approx(5000.0)
+    assert estimate.s_per_sample == pytest.approx(0.05)
+    # population rate (1 + 1) / (1 + 2) = 2/3; client: (1 + 2 x 2/3) / (1 + 2) = 7/9
+    assert estimate.reliability == pytest.approx(7 / 9)
+    history.missed("c", elapsed_s=200.0, work_samples=1200.0, model_size_kbit=50_000.0)
+    # still running after 200 s: at least (200 - 2 x 10) / 1200 = 0.15 s per sample pass
+    assert history.estimate("c").s_per_sample == pytest.approx(0.15)
+
+
+def test_sessions_and_tiers() -> None:
+    history = ClientHistory(session_smoothing=0.5)
+    history.session_started("c", 0.0)
+    history.session_ended("c", 100.0)
+    history.session_started("c", 1000.0)
+    history.session_ended("c", 1300.0)  # 100 + 0.5 x (300 - 100) = 200
+    history.session_started("c", 2000.0)
+    estimate = history.estimate("c")
+    assert estimate.session_s == pytest.approx(200.0)
+    assert estimate.available_for_s(2050.0) == pytest.approx(150.0)
+    for i, speed in enumerate([0.01, 0.02, 0.03, 0.04, 0.05, 0.06]):
+        history.delivered(i, fetch_s=1.0, train_s=speed * 100, work_samples=100.0, model_size_kbit=1.0)
+    assert history.speed_tiers(3) == pytest.approx((0.03, 0.05))

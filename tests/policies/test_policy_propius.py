@@ -1,0 +1,63 @@
+"""The ``propius`` policy's dispatch rules, each on a case whose answer follows from its definition."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from policies import ClientEstimate, JobView, PropiusPolicy, SchedulingContext, available_policies
+from policies.propius_default import admitted
+
+CLIENT = {"device_class": "edge"}
+# 1,000 sample passes at 0.1 s plus 2 x 10,000 kbit at 1,000 kbit/s: 100 + 20 = 120 s per task.
+TASK = dict(work_samples=1000.0, model_size_kbit=10_000.0)
+SLOWISH = ClientEstimate(s_per_sample=0.1, bandwidth_kbps=1000.0)
+
+
+def offered(policy: PropiusPolicy, jobs: list[JobView], client: ClientEstimate | None, now: float = 0.0) -> list[str]:
+    ctx = SchedulingContext(now=now, supply_by_class={"{}": 50}, client=client)
+    return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
+
+
+def test_all_policies_are_registered() -> None:
+    assert {"fifo", "random", "srsf", "las", "irs", "fair-share", "propius"} <= set(available_policies())
+
+
+def test_deadline_aware_skips_rounds_the_client_cannot_finish(view: Callable[..., JobView]) -> None:
+    jobs = [view("tight", deadline_at=100.0, **TASK), view("loose", deadline_at=500.0, **TASK)]
+    assert offered(PropiusPolicy(), jobs, SLOWISH) == ["loose"]  # 0 + 120 > 100
+    assert offered(PropiusPolicy(deadline_aware=False), jobs, SLOWISH) == ["tight", "loose"]
+    assert offered(PropiusPolicy(), jobs, ClientEstimate()) == ["tight", "loose"]  # unknown speed
+    assert offered(PropiusPolicy(), jobs, None) == ["tight", "loose"]
+
+
+def test_availability_aware_skips_clients_about_to_leave(view: Callable[..., JobView]) -> None:
+    jobs = [view("j", **TASK)]
+    leaving = ClientEstimate(s_per_sample=0.1, bandwidth_kbps=1000.0, online_since=0.0, session_s=1000.0)
+    assert offered(PropiusPolicy(), jobs, leaving, now=950.0) == []  # 50 s left < 120 s task
+    assert offered(PropiusPolicy(), jobs, leaving, now=800.0) == ["j"]  # 200 s left
+    assert offered(PropiusPolicy(), jobs, leaving, now=1100.0) == ["j"]  # prediction already wrong
+    assert offered(PropiusPolicy(availability_aware=False), jobs, leaving, now=950.0) == ["j"]
+
+
+def test_adaptive_over_selection_stops_at_demand_plus_margin(view: Callable[..., JobView]) -> None:
+    policy = PropiusPolicy(adaptive_over_selection=True)
+    # demand 100, z = 1: margin sqrt(100) = 10, so a round is satisfied at 110 expected results.
+    assert offered(policy, [view("j", demand=100, target=130, expected_results=109.9)], None) == ["j"]
+    assert offered(policy, [view("j", demand=100, target=130, expected_results=110.0)], None) == []
+    assert offered(PropiusPolicy(), [view("j", demand=100, target=130, expected_results=120.0)], None) == ["j"]
+
+
+def test_admission_keeps_the_prefix_that_fits_the_class_chain(view: Callable[..., JobView]) -> None:
+    supply = {"strict": 100, "loose": 300}
+    jobs = [
+        view("s1", eligibility_key="strict", target=60),
+        view("l1", eligibility_key="loose", target=200),
+        view("s2", eligibility_key="strict", target=50),  # 60 + 50 = 110 > 100: waits
+        view("l2", eligibility_key="loose", target=40),  # 60 + 200 + 40 = 300 <= 300: fits
+    ]
+    assert [j.job_id for j in admitted(jobs, supply, 1.0)] == ["s1", "l1", "l2"]
+    # The first job is always admitted, even when it alone exceeds the supply.
+    assert [j.job_id for j in admitted([view("huge", eligibility_key="strict", target=500)], supply, 1.0)] == ["huge"]
+    ctx = SchedulingContext(now=0.0, supply_by_class=supply)
+    assert len(PropiusPolicy(admission=True).order(jobs, ctx)) == 3
+    assert len(PropiusPolicy().order(jobs, ctx)) == 4
