@@ -17,8 +17,8 @@ from rich.table import Table
 from propius.config import Settings
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
-from propius.specs import JobSpec, SpecError
 from propius.simulator.cli import simulate_command
+from propius.specs import JobSpec, SpecError
 from propius.trace.cli import app as trace_app
 
 app = typer.Typer(help="Propius: a resource manager for federated learning.", no_args_is_help=True)
