@@ -1,7 +1,8 @@
 """Binding throughput: N simulated clients check in and bind against K jobs over gRPC loopback.
 
 The control plane runs as its own process (``propius up``) on the real Redis; this process is the load:
-asyncio clients, each doing CheckIn then Accept of its first offer, ``--concurrency`` at a time.
+asyncio clients in ``--load-procs`` processes, each client doing CheckIn then Accept of its first offer,
+``--concurrency`` in flight in all.
 Reports binds/s and p50/p99 latency of check-in and accept, and writes JSON.
 
     python benchmarks/bind_throughput.py --clients 1000 10000 --jobs 4
@@ -51,39 +52,42 @@ async def wait_ready(address: str, timeout_s: float = 30) -> None:
         await asyncio.wait_for(channel.channel_ready(), timeout_s)
 
 
-async def run(n_clients: int, n_jobs: int, concurrency: int, addresses: list[str]) -> dict:
-    channels = [grpc.aio.insecure_channel(a) for a in addresses]
-    jobs_stub = pb_grpc.JobServiceStub(channels[0])
-    clients_stubs = [pb_grpc.ClientServiceStub(c) for c in channels]
-    # Enough slots for every client: demand x 1.0 over-selection per job.
+async def register_jobs(address: str, n_clients: int, n_jobs: int) -> None:
+    """K jobs with one open round each, with enough slots for every client (over-selection 1.0)."""
     demand = -(-n_clients // n_jobs)
-    for j in range(n_jobs):
-        spec = JobSpec.parse({"name": f"bench-{j}", "demand": demand, "over_selection": 1.0,
-                              "requirements": {"public": {"cpu_f": {"min": j}}}})
-        reply = await jobs_stub.RegisterJob(pb.RegisterJobRequest(spec_json=spec.to_json()))
-        await jobs_stub.StartRound(pb.StartRoundRequest(job_id=reply.job_id, job_token=reply.job_token))
+    async with grpc.aio.insecure_channel(address) as channel:
+        jobs_stub = pb_grpc.JobServiceStub(channel)
+        for j in range(n_jobs):
+            spec = JobSpec.parse({"name": f"bench-{j}", "demand": demand, "over_selection": 1.0,
+                                  "requirements": {"public": {"cpu_f": {"min": j}}}})
+            reply = await jobs_stub.RegisterJob(pb.RegisterJobRequest(spec_json=spec.to_json()))
+            await jobs_stub.StartRound(pb.StartRoundRequest(job_id=reply.job_id, job_token=reply.job_token))
 
+
+async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[str]) -> dict:
+    """One load process: each client checks in, then accepts its first offer (the next on round_full)."""
+    channels = [grpc.aio.insecure_channel(a) for a in addresses]
+    stubs = [pb_grpc.ClientServiceStub(c) for c in channels]
     checkin_ms: list[float] = []
     accept_ms: list[float] = []
     outcomes: dict[str, int] = {}
     semaphore = asyncio.Semaphore(concurrency)
 
     async def client(i: int) -> None:
-        stub = clients_stubs[i % len(clients_stubs)]
+        stub = stubs[i % len(stubs)]
         profile = pb.ClientProfile(client_id=uuid.uuid4().hex, device_class="edge",
                                    numeric={"cpu_f": float(n_jobs), "ram": 8.0})
         async with semaphore:
             t0 = time.perf_counter()
             checkin = await stub.CheckIn(pb.CheckInRequest(profile=profile, wait_s=0, max_offers=4))
-            t1 = time.perf_counter()
-            checkin_ms.append((t1 - t0) * 1000)
+            checkin_ms.append((time.perf_counter() - t0) * 1000)
             reason = "no_offer"
             for offer in checkin.offers:
-                t2 = time.perf_counter()
+                t1 = time.perf_counter()
                 accept = await stub.Accept(pb.AcceptRequest(client_id=checkin.client_id,
                                                             session_token=checkin.session_token,
                                                             offer_id=offer.offer_id))
-                accept_ms.append((time.perf_counter() - t2) * 1000)
+                accept_ms.append((time.perf_counter() - t1) * 1000)
                 reason = "bound" if accept.bound else accept.reason
                 if accept.bound:
                     break
@@ -94,13 +98,45 @@ async def run(n_clients: int, n_jobs: int, concurrency: int, addresses: list[str
     wall = time.perf_counter() - started
     for channel in channels:
         await channel.close()
+    return {"wall_s": wall, "outcomes": outcomes, "checkin_ms": checkin_ms, "accept_ms": accept_ms}
+
+
+def worker_main(args: argparse.Namespace) -> None:
+    """A load process started by main(): prints its raw measurements as JSON on stdout."""
+    print(json.dumps(asyncio.run(load(args.clients[0], args.jobs, args.concurrency, args.address))))
+
+
+def run_scenario(n: int, args: argparse.Namespace, addresses: list[str]) -> dict:
+    async def prepare() -> None:
+        for address in addresses:
+            await wait_ready(address)
+        await register_jobs(addresses[0], n, args.jobs)
+
+    asyncio.run(prepare())
+    per = -(-n // args.load_procs)
+    workers = [
+        subprocess.Popen([sys.executable, __file__, "--worker", "--clients", str(min(per, n - i * per)),
+                          "--jobs", str(args.jobs), "--concurrency", str(args.concurrency // args.load_procs),
+                          "--address", *addresses], stdout=subprocess.PIPE, text=True)
+        for i in range(args.load_procs)
+    ]
+    started = time.perf_counter()
+    parts = [json.loads(worker.communicate()[0]) for worker in workers]
+    wall = time.perf_counter() - started
+    outcomes: dict[str, int] = {}
+    for part in parts:
+        for reason, count in part["outcomes"].items():
+            outcomes[reason] = outcomes.get(reason, 0) + count
+    checkins = [v for part in parts for v in part["checkin_ms"]]
+    accepts = [v for part in parts for v in part["accept_ms"]]
     bound = outcomes.get("bound", 0)
     pct = lambda values, q: round(float(np.percentile(values, q)), 3)  # noqa: E731
     return {
-        "clients": n_clients, "jobs": n_jobs, "concurrency": concurrency, "shards": len(addresses),
-        "wall_s": round(wall, 3), "binds": bound, "binds_per_s": round(bound / wall, 1), "outcomes": outcomes,
-        "checkin_ms": {"p50": pct(checkin_ms, 50), "p99": pct(checkin_ms, 99)},
-        "accept_ms": {"p50": pct(accept_ms, 50), "p99": pct(accept_ms, 99)},
+        "clients": n, "jobs": args.jobs, "concurrency": args.concurrency, "shards": len(addresses),
+        "load_processes": args.load_procs, "wall_s": round(wall, 3), "binds": bound,
+        "binds_per_s": round(bound / wall, 1), "outcomes": outcomes,
+        "checkin_ms": {"p50": pct(checkins, 50), "p99": pct(checkins, 99)},
+        "accept_ms": {"p50": pct(accepts, 50), "p99": pct(accepts, 99)},
     }
 
 
@@ -111,8 +147,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--shards", type=int, default=1, help="control-plane processes sharing Redis")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--load-procs", type=int, default=1, help="load-generator processes")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bind_throughput.json"))
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--address", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        worker_main(args)
+        return
 
     redis.Redis.from_url(args.redis_url).ping()
     results = []
@@ -123,12 +165,7 @@ def main() -> None:
         processes = [start_control_plane(args.redis_url, prefix, port, data_dir, i) for i, port in enumerate(ports)]
         addresses = [f"127.0.0.1:{port}" for port in ports]
         try:
-            async def scenario(addresses: list[str] = addresses, n: int = n) -> dict:
-                for address in addresses:
-                    await wait_ready(address)
-                return await run(n, args.jobs, args.concurrency, addresses)
-
-            result = asyncio.run(scenario())
+            result = run_scenario(n, args, addresses)
         finally:
             for process in processes:
                 process.terminate()
@@ -138,7 +175,8 @@ def main() -> None:
             for i in range(0, len(keys), 1000):
                 client.delete(*keys[i: i + 1000])
         results.append(result)
-        print(f"N={n:>6} K={args.jobs} shards={args.shards}: {result['binds_per_s']:>8.1f} binds/s, "
+        print(f"N={n} K={args.jobs} shards={args.shards} load procs={args.load_procs}: "
+              f"{result['binds_per_s']:.1f} binds/s, "
               f"check-in p50 {result['checkin_ms']['p50']} ms p99 {result['checkin_ms']['p99']} ms, "
               f"accept p50 {result['accept_ms']['p50']} ms p99 {result['accept_ms']['p99']} ms, "
               f"outcomes {result['outcomes']}")

@@ -8,12 +8,13 @@ slot and wakes waiting clients to refill the round before its deadline.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 import uuid
 from dataclasses import dataclass
 
-from control_plane.errors import InvalidArgument, PermissionDenied
+from control_plane.errors import InvalidArgument, NotFound, PermissionDenied
 from control_plane.events import Event, EventBus
 from control_plane.hot_state import BindOutcome, HotState, RoundState
 from control_plane.jobs import ActiveJob, JobRegistry
@@ -69,6 +70,7 @@ class Binder:
         self._bus = bus
         self._metrics = metrics
         self.waiting = WaitQueue()
+        self._background: set[asyncio.Task[None]] = set()
         metrics.waiting.set_function(lambda: len(self.waiting))
         bus.add_listener(self._on_event)
 
@@ -180,3 +182,14 @@ class Binder:
         job = self._jobs.cached(event.job_id)
         if job is not None:
             self.waiting.wake(job.spec.requirements.public, event.slots)
+        else:  # a job registered on another shard: learn it from the store, then wake
+            task = asyncio.create_task(self._learn_and_wake(event))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _learn_and_wake(self, event: Event) -> None:
+        try:
+            job = await self._jobs.get(event.job_id)
+        except NotFound:
+            return
+        self.waiting.wake(job.spec.requirements.public, event.slots)

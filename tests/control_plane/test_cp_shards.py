@@ -1,0 +1,40 @@
+"""Two control-plane shards on one Redis and one database share jobs and bind atomically across shards."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from propius.proto import propius_pb2 as pb
+from tests.control_plane.conftest import Stubs
+
+
+async def test_a_round_opened_on_one_shard_is_offered_and_bound_on_the_other(planes):
+    first, second = await planes.start(), await planes.start()
+    a, b = Stubs(first.address), Stubs(second.address)
+    try:
+        job_id, token = await a.register(name="sharded", demand=4, over_selection=1.0)
+        # A client long-polls shard B before the job's round exists anywhere.
+        waiting = asyncio.create_task(b.check_in("early", wait_s=5))
+        await asyncio.sleep(0.2)
+        await a.start_round(job_id, token)
+        await a.publish(job_id, token, 0, {"w": np.zeros(2, np.float32)})
+        early = await asyncio.wait_for(waiting, 5)
+        assert [offer.job_id for offer in early.offers] == [job_id]
+
+        async def bind_via(stubs: Stubs, client_id: str) -> bool:
+            checkin = await stubs.check_in(client_id, wait_s=2)
+            if not checkin.offers:
+                return False
+            accept = await stubs.clients.Accept(pb.AcceptRequest(
+                client_id=client_id, session_token=checkin.session_token, offer_id=checkin.offers[0].offer_id))
+            return accept.bound
+
+        bound = await asyncio.gather(*(bind_via(a if i % 2 else b, f"c{i}") for i in range(10)))
+        assert sum(bound) == 4  # the target, never more, whichever shard took the Accept
+        state = await first.hot.round(job_id)
+        assert state.bound == 4 and len(await first.hot.members(job_id, 0, 0)) == 4
+    finally:
+        await a.close()
+        await b.close()
