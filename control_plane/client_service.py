@@ -60,8 +60,8 @@ class ClientService(pb_grpc.ClientServiceServicer):
                 pb.TaskOffer(
                     offer_id=offer.offer_id, job_id=offer.job.job_id, job_name=offer.job.spec.name,
                     round=offer.state.round, attempt=offer.state.attempt,
-                    private_requirements_json=offer.job.spec.requirements.private.to_json(),
-                    task_json=offer.job.spec.task.model_dump_json(), expires_unix=offer.expires_at,
+                    private_requirements_json=offer.job.private_json, task_json=offer.job.task_json,
+                    expires_unix=offer.expires_at,
                 )
                 for offer in result.offers
             ],
@@ -107,6 +107,6 @@ class ClientService(pb_grpc.ClientServiceServicer):
                 for profile, seen in recent
             ],
             supply_by_job={
-                job.job_id: supply.get(job.spec.requirements.eligibility_key(), 0) for job in self._jobs.active()
+                job.job_id: supply.get(job.eligibility_key, 0) for job in self._jobs.active()
             },
         )

@@ -7,6 +7,7 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from control_plane.errors import Conflict, NotFound, PermissionDenied
 from control_plane.hot_state import token_hash
@@ -31,6 +32,19 @@ class ActiveJob:
     @property
     def finished(self) -> bool:
         return self.state in FINISHED
+
+    # Serialized once per job, not once per check-in: these go into every offer and every policy view.
+    @cached_property
+    def eligibility_key(self) -> str:
+        return self.spec.requirements.eligibility_key()
+
+    @cached_property
+    def private_json(self) -> str:
+        return self.spec.requirements.private.to_json()
+
+    @cached_property
+    def task_json(self) -> str:
+        return self.spec.task.model_dump_json()
 
     @classmethod
     def from_record(cls, record: JobRecord) -> ActiveJob:

@@ -42,7 +42,7 @@ def job_view(job: ActiveJob, state: RoundState, supply: int) -> JobView:
         job_id=job.job_id, name=spec.name, owner=spec.owner, registered_at=job.registered_at,
         priority=spec.priority, demand=state.demand, target=state.target, bound=state.bound,
         results=state.results, rounds_total=spec.rounds, rounds_done=job.rounds_done,
-        eligibility_key=spec.requirements.eligibility_key(), public=spec.requirements.public, supply=supply,
+        eligibility_key=job.eligibility_key, public=spec.requirements.public, supply=supply,
     )
 
 
@@ -111,14 +111,14 @@ class SchedulerView:
         active = {job.job_id: job for job in self._jobs.active()}
         states = {job_id: s for job_id, s in self._states.items() if s.state == "open" and job_id in active}
         views = [
-            job_view(active[job_id], state, self.supply.get(active[job_id].spec.requirements.eligibility_key(), 0))
+            job_view(active[job_id], state, self.supply.get(active[job_id].eligibility_key, 0))
             for job_id, state in states.items()
         ]
         ctx = SchedulingContext(now=time.time(), supply_by_class=dict(self.supply), seed=self._seed)
         return Snapshot(self.policy.order(views, ctx), states, ctx)
 
     async def estimate_supply(self, window_s: float) -> dict[str, int]:
-        classes = {job.spec.requirements.eligibility_key(): job.spec.requirements.public for job in self._jobs.active()}
+        classes = {job.eligibility_key: job.spec.requirements.public for job in self._jobs.active()}
         recent = await self._hot.recent_clients(time.time() - window_s)
         self.supply = supply_by_class((profile.attributes() for profile, _ in recent), classes)
         return self.supply
