@@ -18,7 +18,6 @@ from rich.table import Table
 
 from policies import UnknownPolicyError
 from propius.simulator.engine import Mode, SimConfig
-from propius.simulator.plots import plot_run
 from propius.simulator.population import PopulationModel
 from propius.simulator.run import simulate
 from propius.simulator.workload import load_workload
@@ -72,7 +71,12 @@ def simulate_command(
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{spec.name}-{policy}-{mode}-{n}-s{seed}"
     (out / f"{stem}.json").write_text(json.dumps(metrics.to_dict(), indent=2))
-    plot_run(metrics, out / f"{stem}.png")
+    try:
+        from propius.simulator.plots import plot_run  # matplotlib: the `sim` extra, not the core
+    except ImportError:
+        console.print("matplotlib is not installed (pip install 'propius[sim]'): no PNG plot")
+    else:
+        plot_run(metrics, out / f"{stem}.png")
     table = Table("metric", "value")
     for key, value in metrics.to_dict().items():
         if key != "jobs":
