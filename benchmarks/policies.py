@@ -49,6 +49,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "propius -merge": {"merge": False},
     "propius +admission": {"admission": True},
     "propius +adaptive_over_selection": {"adaptive_over_selection": True},
+    "propius +aging_tau_s=7200": {"aging_tau_s": 7200.0},
+    "propius +fill_first": {"fill_first": True},
 }
 
 
@@ -107,7 +109,7 @@ def checks(rows: list[dict[str, Any]], seeds: list[int]) -> list[str]:
     lines = []
     for seed in seeds:
         fifo, rnd, irs, ours = get("fifo", seed), get("random", seed), get("irs", seed), get("propius", seed)
-        if not (fifo and rnd and irs and ours):
+        if not (fifo and irs and ours):
             continue
         gain = 1 - ours["avg_jct_s"] / irs["avg_jct_s"]
         fifo_jct = {j["name"]: j["jct_s"] for j in fifo["jobs"]}
@@ -115,25 +117,27 @@ def checks(rows: list[dict[str, Any]], seeds: list[int]) -> list[str]:
                     if j["jct_s"] and fifo_jct.get(j["name"]))
         lines.append(
             f"- seed {seed}: IRS < FIFO: {irs['avg_jct_s'] < fifo['avg_jct_s']}, IRS < Random: "
-            f"{irs['avg_jct_s'] < rnd['avg_jct_s']}; propius vs IRS: {gain:+.1%} (target >= +10 %: "
+            f"{irs['avg_jct_s'] < rnd['avg_jct_s'] if rnd else 'not run'}; "
+            f"propius vs IRS: {gain:+.1%} (target >= +10 %: "
             f"{gain >= 0.10}); worst job vs FIFO: {worst[0]:.2f}x ({worst[1]}; target <= 1.5x: {worst[0] <= 1.5})"
         )
     return lines
 
 
 def utilization_table(rows: list[dict[str, Any]], counts: list[int]) -> list[str]:
-    lines = ["| clients | mode | avg JCT (s) | makespan (s) | utilization | util. (active) | binds/s "
-             "| wasted handshakes | util. vs static | binds/s vs client-random |", "|---" * 10 + "|"]
+    lines = ["| clients | mode | avg JCT (s) | unfinished | makespan (s) | utilization | util. (active) "
+             "| busy util. | binds/s | wasted handshakes | util. vs static | binds/s vs client-random |",
+             "|---" * 12 + "|"]
     for n in counts:
-        mine = {r["mode"]: r for r in rows if r["clients"] == n}
-        for mode in ("central", "static", "client-random"):
-            r = mine.get(mode)
-            if r is None:
-                continue
+        mine = {r["mode"]: r for r in rows if r["clients"] == n and r["policy"] != "propius -speed_tiers"}
+        extra = [r for r in rows if r["clients"] == n and r["policy"] == "propius -speed_tiers"]
+        for mode, r in [*mine.items(), *(("central", r) for r in extra)]:
             util = r["utilization"] / mine["static"]["utilization"] if "static" in mine else float("nan")
             binds = r["binds_per_s"] / mine["client-random"]["binds_per_s"] if "client-random" in mine else float("nan")
-            lines.append(f"| {n} | {mode} ({r['policy']}) | {r['avg_jct_s']:,.0f} | {r['makespan_s']:,.0f} | "
-                         f"{r['utilization']:.3f} | {r['utilization_active']:.3f} | {r['binds_per_s']:.2f} | "
+            lines.append(f"| {n} | {mode} ({r['policy']}) | {r['avg_jct_s']:,.0f} | {r['unfinished']} | "
+                         f"{r['makespan_s']:,.0f} | "
+                         f"{r['utilization']:.3f} | {r['utilization_active']:.3f} | {r['busy_utilization']:.3f} | "
+                         f"{r['binds_per_s']:.2f} | "
                          f"{r['wasted_handshakes']:,} | {util:.2f}x | {binds:.2f}x |")
     return lines
 
@@ -146,10 +150,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ablation-seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--no-ablations", action="store_true")
+    parser.add_argument("--ablations", nargs="+", default=list(ABLATIONS), help="which ablation labels to run")
     parser.add_argument("--no-utilization", action="store_true")
     parser.add_argument("--scale", type=int, default=0, help="also one propius run on this many clients")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--run-one", help=argparse.SUPPRESS)
+    parser.add_argument("--from-json", type=Path, help="rebuild the tables from a results JSON instead of running")
     args = parser.parse_args()
     if args.run_one:
         print(json.dumps(run_one(json.loads(args.run_one))))
@@ -158,18 +164,23 @@ def main() -> None:
     tasks = [task("policy-20jobs", p, p, args.clients, s) for s in args.seeds for p in args.policies]
     if not args.no_ablations:
         tasks += [task("policy-20jobs", label, label.split()[0], args.clients, s, options=options)
-                  for s in args.ablation_seeds for label, options in ABLATIONS.items()]
+                  for s in args.ablation_seeds for label, options in ABLATIONS.items() if label in args.ablations]
     util_counts = load_workload("utilization-5jobs").client_counts
     if not args.no_utilization:
         for n in util_counts:
             tasks += [task("utilization-5jobs", "propius", "propius", n, 0, availability="always"),
+                      task("utilization-5jobs", "propius -speed_tiers", "propius", n, 0, availability="always",
+                           options={"speed_tiers": False}),
                       task("utilization-5jobs", "static", "fifo", n, 0, mode="static", availability="always"),
                       task("utilization-5jobs", "client-random", "fifo", n, 0, mode="client-random",
                            availability="always")]
     if args.scale:
         tasks.append(task("policy-20jobs", f"propius @{args.scale}", "propius", args.scale, 0))
-    with ThreadPoolExecutor(args.workers) as pool:
-        rows = list(pool.map(run_child, tasks))
+    if args.from_json:
+        rows = json.loads(args.from_json.read_text())
+    else:
+        with ThreadPoolExecutor(args.workers) as pool:
+            rows = list(pool.map(run_child, tasks))
 
     policy_rows = [r for r in rows if r["workload"] == "policy-20jobs" and r["clients"] == args.clients]
     util_rows = [r for r in rows if r["workload"] == "utilization-5jobs"]
@@ -180,7 +191,7 @@ def main() -> None:
           f"### policy-20jobs, {args.clients:,} clients, seeds {args.seeds}", ""]
     md += jct_table(policy_rows, POLICIES, args.seeds) + [""] + checks(policy_rows, args.seeds)
     if not args.no_ablations:
-        labels = ["propius", "irs", *ABLATIONS]
+        labels = ["propius", "irs", *args.ablations]
         md += ["", f"### Ablations (policy-20jobs, seeds {args.ablation_seeds})", ""]
         md += jct_table([r for r in policy_rows if r["seed"] in args.ablation_seeds], labels, args.ablation_seeds)
     if util_rows:

@@ -278,7 +278,7 @@ class Simulation:
         self.busy[client] = -1
         elapsed = self.now - self.bound_at[client]
         self.busy_s += elapsed
-        self.useful_s += elapsed
+        job.work_s += elapsed
         job.results += 1
         job.expected += 1.0 - job.members.pop(client)
         job.view = None
@@ -315,9 +315,12 @@ class Simulation:
                 self.history.missed(client, elapsed, job.workload.work_samples, job.workload.model_size_kbit)
             self.busy[client] = -1
             self.token[client] += 1
+        if succeeded:
+            self.useful_s += job.work_s
         job.finish_round(self.now, succeeded)
         self._dirty = True
         if job.state == "done":
+            job.busy_at_finish, job.useful_at_finish = self.busy_s, self.useful_s
             self.remaining -= 1
         else:
             self._open(job)

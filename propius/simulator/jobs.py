@@ -58,6 +58,9 @@ class SimJob:
     expected: float = 0.0  # results + sum of members' reliabilities
     filled_at: float | None = None  # when the demand-th client bound
     binds: int = 0  # in this attempt
+    work_s: float = 0.0  # client-seconds of tasks delivered in this attempt (useful only if it succeeds)
+    busy_at_finish: float = 0.0  # the simulation's busy / useful client-seconds when the job finished
+    useful_at_finish: float = 0.0
     recent_schedule_s: float | None = None
     recent_response_s: float | None = None
     finished_at: float | None = None
@@ -79,6 +82,7 @@ class SimJob:
         self.deadline_at = now + self.spec.schedule_timeout_s + self.spec.execution_timeout_s
         self.target = self.spec.bind_target(self.spec.demand)
         self.bound = self.results = self.binds = 0
+        self.work_s = 0.0
         self.members = {}
         self.joined = set()
         self.expected = 0.0

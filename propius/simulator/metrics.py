@@ -4,11 +4,15 @@
   ``unfinished`` and left out of the JCT averages.
 - Scheduling delay: round open -> the ``demand``-th bind (when the round first holds enough clients to
   close); response collection: from then to the round's close. Averaged over successful rounds.
-- Utilization: ``busy / (clients x makespan)``, busy time being every second a client spent on a bound
-  task, delivered or not; ``utilization_active`` divides by the clients' online time in the makespan
-  instead; ``useful_utilization`` counts delivered tasks only.
-- Binds per second over the makespan (first arrival to last completion); wasted handshakes: accepts
-  a client-side-selecting client sent to a job it could not serve (ineligible or full).
+- Makespan: first arrival to the last completion of a job that finished. Jobs that never finish
+  (the horizon is reached) are reported in ``unfinished`` and do not stretch the makespan.
+- Utilization: ``useful / (clients x makespan)``, useful time being the task time (bind to delivery)
+  of results delivered to rounds that completed, up to the end of the makespan: work thrown away by a
+  failed round, by a straggler released at close, or by a dropped client does not count.
+  ``utilization_active`` divides the same useful time by the clients' online time in the makespan;
+  ``busy_utilization`` counts every second a client spent on a bound task, delivered or not.
+- Binds per second: binds of the rounds closed within the makespan, per second of it; wasted
+  handshakes: accepts a client-side-selecting client sent to a job it could not serve (ineligible or full).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ class RunMetrics:
     makespan_s: float
     utilization: float
     utilization_active: float
-    useful_utilization: float
+    busy_utilization: float
     binds: int
     binds_per_s: float
     handshakes: int
@@ -70,9 +74,11 @@ def _online_s(windows: list[tuple[float, float]], start: float, end: float) -> f
 def summarize(sim: Simulation, policy_name: str, wall_s: float) -> RunMetrics:
     jobs = sim.jobs
     start = min(job.workload.arrival_s for job in jobs)
-    end = max((job.finished_at for job in jobs if job.finished_at is not None), default=sim.now)
-    if any(job.finished_at is None for job in jobs):
-        end = sim.now
+    finished = [job for job in jobs if job.finished_at is not None]
+    last = max(finished, key=lambda job: job.finished_at) if finished else None
+    end = last.finished_at if last is not None else sim.now
+    busy = last.busy_at_finish if last is not None else sim.busy_s
+    useful = last.useful_at_finish if last is not None else sim.useful_s
     makespan = max(end - start, 1e-9)
     results = [
         JobResult(job.workload.name, job.workload.arrival_s,
@@ -82,6 +88,7 @@ def summarize(sim: Simulation, policy_name: str, wall_s: float) -> RunMetrics:
     ]
     jcts = [r.jct_s for r in results if r.jct_s is not None]
     succeeded = [r for job in jobs for r in job.history if r.succeeded]
+    binds = sum(r.binds for job in jobs for r in job.history if r.closed_at <= end)
     online = sum(_online_s(w, start, end) for w in sim.population.windows)
     n = len(sim.population)
     return RunMetrics(
@@ -91,9 +98,9 @@ def summarize(sim: Simulation, policy_name: str, wall_s: float) -> RunMetrics:
         avg_schedule_s=statistics.fmean(r.schedule_s for r in succeeded) if succeeded else float("nan"),
         avg_response_s=statistics.fmean(r.response_s for r in succeeded) if succeeded else float("nan"),
         rounds=sum(len(job.history) for job in jobs), failed_rounds=sum(r.failed_rounds for r in results),
-        makespan_s=makespan, utilization=sim.busy_s / (n * makespan),
-        utilization_active=sim.busy_s / online if online else 0.0, useful_utilization=sim.useful_s / (n * makespan),
-        binds=sim.binds, binds_per_s=sim.binds / makespan, handshakes=sim.handshakes,
+        makespan_s=makespan, utilization=useful / (n * makespan),
+        utilization_active=useful / online if online else 0.0, busy_utilization=busy / (n * makespan),
+        binds=binds, binds_per_s=binds / makespan, handshakes=sim.handshakes,
         wasted_handshakes=sim.wasted_handshakes, dropped_tasks=sim.dropped, events=sim.events, wall_s=wall_s,
         events_per_s=sim.events / wall_s if wall_s > 0 else 0.0, jobs=results,
     )

@@ -61,3 +61,22 @@ def test_admission_keeps_the_prefix_that_fits_the_class_chain(view: Callable[...
     ctx = SchedulingContext(now=0.0, supply_by_class=supply)
     assert len(PropiusPolicy(admission=True).order(jobs, ctx)) == 3
     assert len(PropiusPolicy().order(jobs, ctx)) == 4
+
+
+def test_aging_lets_an_old_large_job_overtake_a_young_small_one(view: Callable[..., JobView]) -> None:
+    old = view("old", registered_at=0.0, rounds_total=10, demand=10)  # remaining 100, age 10,000 s
+    young = view("young", registered_at=9_900.0, rounds_total=5, demand=10)  # remaining 50, age 100 s
+    ctx = SchedulingContext(now=10_000.0, supply_by_class={"{}": 50})
+    assert [j.job_id for j in PropiusPolicy().order([old, young], ctx)] == ["young", "old"]
+    aged = PropiusPolicy(aging_tau_s=1000.0)  # 100 / 11 < 50 / 1.1
+    assert [j.job_id for j in aged.order([old, young], ctx)] == ["old", "young"]
+
+
+def test_fill_first_prefers_a_started_round_inside_a_class(view: Callable[..., JobView]) -> None:
+    head = view("head", rounds_total=1)
+    started = view("started", rounds_total=5, bound=4)
+    ctx = SchedulingContext(now=0.0, supply_by_class={"{}": 50})
+    assert [j.job_id for j in PropiusPolicy(speed_tiers=False).rank_for_client(CLIENT, [head, started], ctx)] == [
+        "head", "started"]
+    filling = PropiusPolicy(speed_tiers=False, fill_first=True)
+    assert [j.job_id for j in filling.rank_for_client(CLIENT, [head, started], ctx)] == ["started", "head"]

@@ -44,3 +44,13 @@ def test_static_partitions_respect_eligibility_and_random_wastes_handshakes(tiny
     central, _ = simulate(tiny, "fifo", 400, 0, model=always)
     assert random_metrics.wasted_handshakes > 0 and central.wasted_handshakes == 0
     assert central.unfinished == 0
+
+
+def test_utilization_counts_only_work_for_completed_rounds(tiny: Workload) -> None:
+    always = PopulationModel(availability=AvailabilityModel(mode="always"), days=1)
+    for mode in ("central", "static", "client-random"):
+        metrics, sim = simulate(tiny, "fifo", 400, 0, config=SimConfig(mode=mode, seed=0), model=always)
+        assert 0 < metrics.utilization <= metrics.busy_utilization <= 1
+        finished = [job.finished_at for job in sim.jobs if job.finished_at is not None]
+        start = min(job.workload.arrival_s for job in sim.jobs)
+        assert abs(metrics.makespan_s - (max(finished) - start)) < 1e-6  # up to the last completion
