@@ -85,8 +85,8 @@ class ControlPlane:
         services = (
             (pb_grpc.add_JobServiceServicer_to_server,
              JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.blob_ttl_s,
-                        store=self.store, trace_export_dir=self.settings.trace_export_dir,
-                        policy=self.settings.policy)),
+                        store=self.store, trace_dir=self.settings.trace_export_dir or self.settings.data_dir / "traces",
+                        export_every_job=self.settings.trace_export_dir is not None, policy=self.settings.policy)),
             (pb_grpc.add_ClientServiceServicer_to_server,
              ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store)),
             (pb_grpc.add_DataServiceServicer_to_server,

@@ -34,8 +34,7 @@ def _require_id(value: str, field: str = "job_id") -> str:
 class JobService(pb_grpc.JobServiceServicer):
     def __init__(
         self, jobs: JobRegistry, rounds: RoundManager, hot: HotState, bus: EventBus, journal: Journal,
-        finished_ttl_s: float, *, store: Store | None = None, trace_export_dir: Path | None = None,
-        policy: str = "fifo",
+        finished_ttl_s: float, *, store: Store, trace_dir: Path, export_every_job: bool, policy: str = "fifo",
     ) -> None:
         self._jobs = jobs
         self._rounds = rounds
@@ -44,7 +43,8 @@ class JobService(pb_grpc.JobServiceServicer):
         self._journal = journal
         self._finished_ttl_s = finished_ttl_s
         self._store = store
-        self._trace_export_dir = trace_export_dir
+        self._trace_dir = trace_dir
+        self._export_every_job = export_every_job
         self._policy = policy
 
     @rpc_errors
@@ -78,18 +78,22 @@ class JobService(pb_grpc.JobServiceServicer):
             await self._rounds.abort(job.job_id)
             job = await self._jobs.update(job.job_id, state=state)
             self._journal.event(f"job_{state}", job.job_id)
-            if state == "completed" and self._trace_export_dir is not None and self._store is not None:
-                await self._export_trace(job.job_id)
+            exported = None
+            if state == "completed" and (self._export_every_job or request.export_trace):
+                exported = await self._export_trace(job.job_id)
             await self._hot.expire_job(job.job_id, self._finished_ttl_s)
             await self._bus.publish(Event(f"job_{state}", job.job_id))
+            info = job_info(job, await self._hot.round(job.job_id))
+            info.trace_dir = str(exported or "")
+            return info
         return job_info(job, await self._hot.round(job.job_id))
 
-    async def _export_trace(self, job_id: str) -> None:
+    async def _export_trace(self, job_id: str) -> Path | None:
         """Write the completed job's CCL-Bench data point; a failed export is logged, never the RPC's error."""
         from propius.trace.export import try_export_job
 
         await self._journal.flush()  # the last round's spans are still write-behind
-        await asyncio.to_thread(try_export_job, self._store, job_id, self._trace_export_dir, policy=self._policy)
+        return await asyncio.to_thread(try_export_job, self._store, job_id, self._trace_dir, policy=self._policy)
 
     @rpc_errors
     async def CompleteJob(self, request: pb.JobRef, context: grpc.aio.ServicerContext):

@@ -72,11 +72,14 @@ async def retrying(call: Callable[[], Awaitable[T]], *, attempts: int = 40, max_
 
 
 class AsyncJob:
-    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051") -> None:
+    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False) -> None:
+        """``export_trace``: on completion, the control plane writes the job's CCL-Bench data point."""
         self.spec = spec
         self.server = server
+        self.export_trace = export_trace
         self.job_id = ""
         self.token = ""
+        self.completed: pb.JobInfo | None = None
         self._channel: grpc.aio.Channel | None = None
         self._jobs: pb_grpc.JobServiceStub
         self._data: pb_grpc.DataServiceStub
@@ -193,7 +196,10 @@ class AsyncJob:
         raise AssertionError("unreachable")
 
     async def complete(self) -> pb.JobInfo:
-        return await retrying(lambda: self._jobs.CompleteJob(self._ref()))
+        """Complete the job; with ``export_trace``, ``JobInfo.trace_dir`` names its CCL-Bench data point."""
+        request = pb.JobRef(job_id=self.job_id, job_token=self.token, export_trace=self.export_trace)
+        self.completed = await retrying(lambda: self._jobs.CompleteJob(request))
+        return self.completed
 
     async def cancel(self) -> pb.JobInfo:
         return await retrying(lambda: self._jobs.CancelJob(self._ref()))
@@ -202,8 +208,8 @@ class AsyncJob:
 class Job:
     """Synchronous facade over :class:`AsyncJob`; runs its own event loop in a background thread."""
 
-    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051") -> None:
-        self._async = AsyncJob(spec, server)
+    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False) -> None:
+        self._async = AsyncJob(spec, server, export_trace=export_trace)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="propius-job", daemon=True)
         self._thread.start()

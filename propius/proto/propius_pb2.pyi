@@ -46,12 +46,14 @@ class RegisterJobResponse(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., job_token: _Optional[str] = ...) -> None: ...
 
 class JobRef(_message.Message):
-    __slots__ = ("job_id", "job_token")
+    __slots__ = ("job_id", "job_token", "export_trace")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_TRACE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_token: str
-    def __init__(self, job_id: _Optional[str] = ..., job_token: _Optional[str] = ...) -> None: ...
+    export_trace: bool
+    def __init__(self, job_id: _Optional[str] = ..., job_token: _Optional[str] = ..., export_trace: bool = ...) -> None: ...
 
 class StartRoundRequest(_message.Message):
     __slots__ = ("job_id", "job_token", "demand")
@@ -100,7 +102,7 @@ class RoundInfo(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RoundState, str]] = ..., demand: _Optional[int] = ..., target: _Optional[int] = ..., bound: _Optional[int] = ..., results: _Optional[int] = ..., deadline_unix: _Optional[float] = ..., started_unix: _Optional[float] = ..., closed_unix: _Optional[float] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "owner", "state", "rounds_done", "rounds_total", "current_round", "spec_json", "created_unix", "finished_unix")
+    __slots__ = ("job_id", "name", "owner", "state", "rounds_done", "rounds_total", "current_round", "spec_json", "created_unix", "finished_unix", "trace_dir")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +113,7 @@ class JobInfo(_message.Message):
     SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
     CREATED_UNIX_FIELD_NUMBER: _ClassVar[int]
     FINISHED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    TRACE_DIR_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     owner: str
@@ -121,7 +124,8 @@ class JobInfo(_message.Message):
     spec_json: str
     created_unix: float
     finished_unix: float
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., rounds_done: _Optional[int] = ..., rounds_total: _Optional[int] = ..., current_round: _Optional[_Union[RoundInfo, _Mapping]] = ..., spec_json: _Optional[str] = ..., created_unix: _Optional[float] = ..., finished_unix: _Optional[float] = ...) -> None: ...
+    trace_dir: str
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., rounds_done: _Optional[int] = ..., rounds_total: _Optional[int] = ..., current_round: _Optional[_Union[RoundInfo, _Mapping]] = ..., spec_json: _Optional[str] = ..., created_unix: _Optional[float] = ..., finished_unix: _Optional[float] = ..., trace_dir: _Optional[str] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id",)
