@@ -24,8 +24,17 @@ from control_plane.journal import Journal
 from control_plane.metrics import Metrics
 from control_plane.store import RoundRecord, Store
 from control_plane.tracing import ClientTimings, TraceRecorder
-from data_plane import AddResult, Aggregate, BlobRef, BlobStore, PayloadError, RoundAggregator, UpdateRejected
-from data_plane.aggregator import accepted_key
+from data_plane import (
+    AddResult,
+    Aggregate,
+    BlobRef,
+    BlobStore,
+    PayloadError,
+    RoundAggregator,
+    RoundCollector,
+    UpdateRejected,
+    accepted_key,
+)
 from data_plane.tensors import check_finite, decode, encode, schema
 from propius.config import Settings
 
@@ -49,7 +58,7 @@ class RoundManager:
         self._bus = bus
         self._jobs = jobs
         self.trace = TraceRecorder(journal, max_rounds=settings.trace_max_rounds, max_ranks=settings.trace_max_ranks)
-        self._aggregators: dict[str, RoundAggregator] = {}
+        self._aggregators: dict[str, RoundAggregator | RoundCollector] = {}
         self._last_metrics: dict[str, tuple[int, int, dict[str, float]]] = {}  # job -> last closed round's
         self._closing: dict[str, asyncio.Lock] = {}
 
@@ -80,14 +89,7 @@ class RoundManager:
             min_results=min_results, started_at=now,
             deadline_at=now + spec.schedule_timeout_s + spec.execution_timeout_s, model_digest=model_digest,
         )
-        reference = None
-        if model_digest:
-            reference = schema(decode(await self.blobs.get(self._hot.namespace(job.job_id), model_digest)))
-        self._aggregators[job.job_id] = RoundAggregator(
-            self._raw_redis, self._hot.namespace(job.job_id), round_, attempt,
-            reference_schema=reference, max_update_bytes=self._settings.max_update_bytes,
-            ttl_s=self._settings.blob_ttl_s,
-        )
+        self._aggregators[job.job_id] = await self._round_updates(job, round_, attempt, model_digest)
         self.trace.round_started(job.job_id, round_, attempt, now)
         if job.state == "registered":
             await self._jobs.update(job.job_id, state="running")
@@ -102,6 +104,16 @@ class RoundManager:
             Event("round_started", job.job_id, round_, attempt, slots=state.target, state=state.to_hash())
         )
         return state
+
+    async def _round_updates(self, job: ActiveJob, round_: int, attempt: int, model_digest: str
+                             ) -> RoundAggregator | RoundCollector:
+        """What keeps a round's updates: a FedAvg fold, or the replies whole for a self-aggregating job."""
+        namespace = self._hot.namespace(job.job_id)
+        limits = {"max_update_bytes": self._settings.max_update_bytes, "ttl_s": self._settings.blob_ttl_s}
+        if job.spec.aggregation == "collect":
+            return RoundCollector(self._raw_redis, namespace, round_, attempt, **limits)
+        reference = schema(decode(await self.blobs.get(namespace, model_digest))) if model_digest else None
+        return RoundAggregator(self._raw_redis, namespace, round_, attempt, reference_schema=reference, **limits)
 
     async def recover(self) -> None:
         """After a restart: re-open, as a new attempt, every open round whose aggregate was lost."""

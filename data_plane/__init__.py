@@ -2,11 +2,14 @@
 
 Tensors travel as safetensors bytes (:mod:`data_plane.tensors`); models are content-addressed chunked
 blobs (:mod:`data_plane.blobs`); updates fold into a streaming weighted FedAvg
-(:mod:`data_plane.aggregator`).
+(:mod:`data_plane.aggregator`), or are kept whole for jobs that aggregate themselves
+(:mod:`data_plane.collector`).
 """
 
 from data_plane.aggregator import AddResult, Aggregate, RoundAggregator, UpdateRejected
 from data_plane.blobs import BlobRef, BlobStore
+from data_plane.claims import ClaimSet, accepted_key
+from data_plane.collector import RoundCollector
 from data_plane.tensors import PayloadError, Schema, check_finite, decode, encode, schema
 
 __all__ = [
@@ -14,10 +17,13 @@ __all__ = [
     "Aggregate",
     "BlobRef",
     "BlobStore",
+    "ClaimSet",
     "PayloadError",
     "RoundAggregator",
+    "RoundCollector",
     "Schema",
     "UpdateRejected",
+    "accepted_key",
     "check_finite",
     "decode",
     "encode",

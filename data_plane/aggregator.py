@@ -2,11 +2,8 @@
 
 Each accepted update is folded into a float64 running sum as it arrives, so memory is one model (plus a
 2 MiB scratch buffer) however many clients report. An update is validated first, then its client is
-claimed in Redis (SADD), then folded: a retried upload counts once, also when two copies race, and a
-rejected upload never counts. Progress lives in Redis too, for other processes to read::
-
-    {namespace}:r{round}:a{attempt}:accepted   set   client ids whose update is folded (SCARD: results)
-    {namespace}:r{round}:a{attempt}:agg        hash  weight (HINCRBYFLOAT: total aggregation weight)
+claimed in Redis (:class:`data_plane.claims.ClaimSet`), then folded: a retried upload counts once, also
+when two copies race, and a rejected upload never counts.
 """
 
 from __future__ import annotations
@@ -14,24 +11,21 @@ from __future__ import annotations
 import asyncio
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import redis.asyncio as aioredis
 
+from data_plane.claims import ClaimSet
 from data_plane.tensors import Schema, check_finite, decode, schema
 
-__all__ = ["AddResult", "Aggregate", "RoundAggregator", "UpdateRejected", "accepted_key"]
+__all__ = ["AddResult", "Aggregate", "RoundAggregator", "UpdateRejected", "check_weight", "shielded"]
 
 # Elements per multiply-add step. 2 MiB of float64 stays in cache between the multiply and the add; measured
 # on 2 cores this folds float32 at ~2.6 GB/s against ~1.6 GB/s for a whole-tensor temporary.
 _FOLD_BLOCK = 1 << 18
-
-
-def accepted_key(namespace: str, round: int, attempt: int) -> str:
-    """The Redis set of clients whose update one round attempt counted."""
-    return f"{namespace}:r{round}:a{attempt}:accepted"
 
 
 class UpdateRejected(ValueError):
@@ -62,10 +56,7 @@ class RoundAggregator:
     def __init__(self, redis: aioredis.Redis, namespace: str, round: int, attempt: int, *,
                  reference_schema: Schema | None = None, max_update_bytes: int | None = None,
                  ttl_s: float = 86400.0) -> None:
-        self._redis = redis
-        self._accepted_key = accepted_key(namespace, round, attempt)
-        self._progress_key = f"{namespace}:r{round}:a{attempt}:agg"
-        self._ttl_ms = max(1, int(ttl_s * 1000))
+        self._claims = ClaimSet(redis, namespace, round, attempt, ttl_s)
         self.reference_schema = reference_schema  # None: the first accepted update sets it
         self._max_bytes = max_update_bytes
         self._sums: dict[str, np.ndarray] = {}
@@ -78,7 +69,6 @@ class RoundAggregator:
         self._aggregate: Aggregate | None = None
         self._discarded = False
         self._lock = asyncio.Lock()
-        self._commits: set[asyncio.Task[AddResult]] = set()
 
     @property
     def results(self) -> int:
@@ -93,16 +83,10 @@ class RoundAggregator:
         """Validate, claim and fold one client's update; PayloadError or UpdateRejected leave no trace."""
         if self._closed:
             raise UpdateRejected("round", "round closed")
-        if not _is_real(weight) or not math.isfinite(weight) or weight <= 0:
-            raise UpdateRejected("num_samples", f"weight must be positive and finite, got {weight!r}")
+        check_weight(weight)
         clean_metrics = _check_metrics(metrics)
         tensors = await asyncio.to_thread(self._decode, payload)
-        # Once claimed, an update must be folded and counted whole: a caller that gives up (a cancelled RPC)
-        # must not leave a claim without a fold, or a fold without a count. So the commit runs as its own task.
-        commit = asyncio.ensure_future(self._commit(client_id, tensors, float(weight), clean_metrics))
-        self._commits.add(commit)
-        commit.add_done_callback(self._commits.discard)
-        return await asyncio.shield(commit)
+        return await shielded(self._commit(client_id, tensors, float(weight), clean_metrics))
 
     def _decode(self, payload: bytes | bytearray | memoryview) -> dict[str, np.ndarray]:
         tensors = decode(payload, max_bytes=self._max_bytes)
@@ -117,26 +101,19 @@ class RoundAggregator:
             expected = self.reference_schema if self.reference_schema is not None else self._schema
             if expected is not None and schema(tensors) != expected:
                 raise UpdateRejected("data", "schema mismatch: tensor names, dtypes or shapes differ from the model")
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.sadd(self._accepted_key, client_id)
-                pipe.pexpire(self._accepted_key, self._ttl_ms)
-                claimed, _ = await pipe.execute()
-            if not claimed:
+            if not await self._claims.claim(client_id):
                 return AddResult(accepted=False, duplicate=True, results=self._results)
             try:
                 await asyncio.to_thread(self._fold, tensors, weight)
             except BaseException:
-                await self._redis.srem(self._accepted_key, client_id)
+                await self._claims.unclaim(client_id)
                 raise
             self._weight += weight
             for name, value in metrics.items():
                 self._metric_sums[name] = self._metric_sums.get(name, 0.0) + weight * value
                 self._metric_weights[name] = self._metric_weights.get(name, 0.0) + weight
             self._results += 1
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.hincrbyfloat(self._progress_key, "weight", weight)
-                pipe.pexpire(self._progress_key, self._ttl_ms)
-                await pipe.execute()
+            await self._claims.add_weight(weight)
             return AddResult(accepted=True, duplicate=False, results=self._results)
 
     def _fold(self, tensors: dict[str, np.ndarray], weight: float) -> None:
@@ -185,7 +162,27 @@ class RoundAggregator:
         """Close the round and delete its Redis keys (the Aggregate, if any, stays readable)."""
         async with self._lock:  # after any fold in flight, so it cannot re-create the keys
             self._discarded = True
-            await self._redis.delete(self._accepted_key, self._progress_key)
+            await self._claims.delete()
+
+
+_commits: set[asyncio.Task[AddResult]] = set()  # strong references to the commits in flight
+
+
+async def shielded(commit: Coroutine[Any, Any, AddResult]) -> AddResult:
+    """Run a commit as a task of its own that the caller's cancellation does not reach.
+
+    Once claimed, an update must be kept and counted whole: a caller that gives up (a cancelled RPC) must
+    not leave a claim without its update, or an update without its count.
+    """
+    task = asyncio.ensure_future(commit)
+    _commits.add(task)
+    task.add_done_callback(_commits.discard)
+    return await asyncio.shield(task)
+
+
+def check_weight(weight: float) -> None:
+    if not _is_real(weight) or not math.isfinite(weight) or weight <= 0:
+        raise UpdateRejected("num_samples", f"weight must be positive and finite, got {weight!r}")
 
 
 def _check_metrics(metrics: Mapping[str, float] | None) -> dict[str, float]:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from propius.config import Settings
+from propius.flower.cli import app as flower_app
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.simulator.cli import simulate_command
@@ -23,6 +24,7 @@ from propius.trace.cli import app as trace_app
 
 app = typer.Typer(help="Propius: a resource manager for federated learning.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
+app.add_typer(flower_app, name="flower")  # imports flwr only when a Flower command runs
 app.command("simulate")(simulate_command)
 console = Console()
 

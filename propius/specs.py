@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
@@ -141,6 +141,11 @@ class JobSpec(_Strict):
     priority: float = 0.0
     requirements: Requirements = Field(default_factory=Requirements)
     task: TaskConfig = Field(default_factory=TaskConfig)
+    aggregation: Literal["fedavg", "collect"] = Field(
+        default="fedavg",
+        description="fedavg: the data plane folds updates into their weighted mean; collect: it hands every "
+        "accepted update back whole, for a job whose own server aggregates (a Flower ServerApp)",
+    )
 
     @model_validator(mode="after")
     def _min_results_fits(self) -> JobSpec:

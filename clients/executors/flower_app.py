@@ -1,0 +1,52 @@
+"""``flower-clientapp``: a Propius executor that runs a Flower app's ClientApp.
+
+The round's model is a bundle of Flower messages (:mod:`propius.flower.codec`); the executor runs
+this node's messages through the app's ClientApp in a long-lived worker process
+(:mod:`clients.flower.workers`), with the node's Flower Context for the run
+(:mod:`clients.flower.contexts`), and uploads the replies as a bundle too. A node the ServerApp sent
+nothing this round answers with an empty bundle, so every bound client reports and the round closes; a run
+begins with such a round, which only starts the app's workers while the ServerApp is still loading.
+"""
+
+from __future__ import annotations
+
+import json
+
+from flwr.app import Context, RecordDict
+
+from clients.executors.base import Executor, Task, TaskResult
+from clients.flower.contexts import context_store
+from clients.flower.workers import AppRef, worker_pool
+from propius.flower.codec import decode_bundle, encode_bundle, stamp_id
+from propius.flower.ids import node_id_for
+
+__all__ = ["FlowerClientAppExecutor"]
+
+
+class FlowerClientAppExecutor(Executor):
+    """Task options (set by ``propius flower run``): ``app``, ``clientapp``, ``run-id``, ``run-config``."""
+
+    name = "flower-clientapp"
+
+    def run(self, task: Task) -> TaskResult:
+        options = task.config.options
+        app = AppRef(str(options["app"]), str(options["clientapp"]))
+        worker_pool().prepare(app)  # a run's first round (its warm-up) starts the app's worker here
+        run_id = int(options["run-id"])
+        run_config = json.loads(str(options.get("run-config", "{}")))
+        bundle = decode_bundle(task.model)
+        node_id = node_id_for(task.client_id)
+        current = (bundle.meta.get("round"), bundle.meta.get("attempt")) == (task.round, task.attempt)
+        replies = []
+        for message in bundle.inflate(node_id) if current else []:
+            store = context_store()
+            context = store.load(run_id, node_id) or Context(
+                run_id=run_id, node_id=node_id, node_config={}, state=RecordDict(), run_config=run_config
+            )
+            context.node_config = bundle.meta.get("node_config", {}).get(str(node_id), {})
+            reply, context = worker_pool().worker(app).handle(message, context)
+            store.save(context)
+            stamp_id(reply)
+            replies.append(reply)
+        return TaskResult(update=encode_bundle({node_id: replies}), num_samples=1.0,
+                          metrics={"flower_replies": float(len(replies))})

@@ -1,0 +1,1 @@
+"""Client-side Flower runtime: ClientApp worker processes and the Flower Contexts of nodes."""

@@ -1,0 +1,75 @@
+"""A ClientApp worker process: ``python -m clients.flower.worker APP_DIR CLIENTAPP_REF``.
+
+It loads the app's ClientApp once, says so with a ``ready`` frame, and then serves messages until its
+stdin closes, so a node's message costs a pipe round trip, not a Python start and an import of torch.
+Each request is two frames,
+a Flower ``Message`` and ``Context`` in Flower's protobuf encoding; each answer is the reply and the
+updated Context. An exception of the ClientApp becomes a Flower error reply, as on a SuperNode, and
+leaves the Context as it was. The protocol owns the process's original stdout; whatever the app
+prints goes to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import BinaryIO
+
+from flwr.app import Error, Message
+from flwr.clientapp.client_app import ClientApp, LoadClientAppError
+from flwr.common.constant import ErrorCode
+from flwr.common.serde import message_from_proto, message_to_proto
+from flwr.proto.message_pb2 import Message as ProtoMessage
+from flwr.supercore.object_ref import load_app
+from flwr.supercore.task_identity import TaskIdentity
+
+from clients.flower.contexts import decode_context, encode_context
+from clients.flower.framing import READY, read_frames, write_frames
+
+__all__ = ["main"]
+
+
+def _load(app_dir: str, ref: str) -> ClientApp:
+    app = load_app(ref, LoadClientAppError, app_dir)
+    if not isinstance(app, ClientApp):
+        raise LoadClientAppError(f"{ref} is a {type(app).__name__}, not a ClientApp")
+    return app
+
+
+def _error_reply(message: Message, code: int, error: BaseException) -> Message:
+    return Message(Error(code=code, reason=f"{type(error)}:<'{error}'>"), reply_to=message)
+
+
+def serve(app_dir: str, ref: str, requests: BinaryIO, replies: BinaryIO) -> None:
+    try:
+        app: ClientApp | None = _load(app_dir, ref)
+        load_error: BaseException | None = None
+    except Exception as error:  # noqa: BLE001 - reported to every message, as Flower does
+        app, load_error = None, error
+    write_frames(replies, [READY])
+    while (frames := read_frames(requests, 2)) is not None:
+        message = message_from_proto(ProtoMessage.FromString(frames[0]))
+        context = decode_context(frames[1])
+        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 0, context.run_id, context.node_id
+        updated = frames[1]
+        if app is None:
+            reply = _error_reply(message, ErrorCode.LOAD_CLIENT_APP_EXCEPTION, load_error)
+        else:
+            try:
+                reply = app(message=message, context=context)
+                updated = encode_context(context)
+            except Exception as error:  # noqa: BLE001 - a failing ClientApp is a reply, not a dead worker
+                reply = _error_reply(message, ErrorCode.CLIENT_APP_RAISED_EXCEPTION, error)
+        write_frames(replies, [message_to_proto(reply).SerializeToString(), updated])
+
+
+def main() -> None:
+    app_dir, ref = sys.argv[1:3]
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(app_dir, ref, sys.stdin.buffer, replies)
+
+
+if __name__ == "__main__":
+    main()

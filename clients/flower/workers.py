@@ -1,0 +1,175 @@
+"""Long-lived ClientApp worker processes, one pool per app, shared by every device of a daemon.
+
+A worker is keyed by its app directory, so two apps whose modules share a name (``task.py``) never
+meet in one interpreter. A pool grows to one worker per core as its devices run concurrently, and each
+worker gets its share of the cores as ``OMP_NUM_THREADS`` (unless set): what Ray gives a Flower
+simulation actor with ``num_cpus=1``, and what keeps small models from losing their time to thread
+contention. A worker that dies is replaced on the next message; the message it was serving gets a
+Flower ``CLIENT_APP_CRASHED`` error reply, as a crashed ClientApp process would on a SuperNode. Only
+Flower protobuf bytes cross the pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from functools import cache
+
+from flwr.app import Context, Error, Message
+from flwr.common.constant import ErrorCode
+from flwr.common.serde import message_from_proto, message_to_proto
+from flwr.proto.message_pb2 import Message as ProtoMessage
+
+from clients.flower.contexts import decode_context, encode_context
+from clients.flower.framing import READY, read_frames, write_frames
+
+__all__ = ["AppRef", "Worker", "WorkerPool", "worker_pool"]
+
+
+@dataclass(frozen=True)
+class AppRef:
+    """Where a ClientApp lives on this machine: its project directory and ``module:attribute``."""
+
+    app_dir: str
+    clientapp: str
+
+
+class Worker:
+    """One worker process, one message at a time; it starts in the background (see :meth:`start`)."""
+
+    def __init__(self, app: AppRef, threads: int = 1) -> None:
+        self.app = app
+        self._threads = threads
+        self._process: subprocess.Popen[bytes] | None = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    @property
+    def ready(self) -> bool:
+        """Started and done loading the app: a message will not wait for an import."""
+        return self._ready.is_set() and self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None and self._process.poll() is None else None
+
+    def start(self) -> None:
+        """Spawn the process unless it runs; returns at once (a thread waits for its ``ready`` frame)."""
+        with self._lock:
+            self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        if self._process is None or self._process.poll() is not None:
+            threads = str(self._threads)
+            env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **os.environ, "PYTHONUNBUFFERED": "1"}
+            self._ready.clear()
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "clients.flower.worker", self.app.app_dir, self.app.clientapp],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+            )
+            threading.Thread(target=self._await_ready, args=(self._process,), daemon=True).start()
+        return self._process
+
+    def _await_ready(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        try:
+            if read_frames(process.stdout, 1) == [READY]:
+                self._ready.set()
+        except EOFError:
+            pass
+        if not self._ready.is_set():
+            process.kill()  # died or spoke out of turn while loading: the next message starts a new one
+
+    def handle(self, message: Message, context: Context) -> tuple[Message, Context]:
+        """Run the ClientApp on one message; returns the reply and the Context to keep."""
+        request = [message_to_proto(message).SerializeToString(), encode_context(context)]
+        with self._lock:
+            process = self._spawn()
+            assert process.stdin is not None and process.stdout is not None
+            frames = None
+            while not self._ready.wait(0.05) and process.poll() is None:
+                pass
+            if self._ready.is_set():
+                try:
+                    write_frames(process.stdin, request)
+                    frames = read_frames(process.stdout, 2)
+                except (BrokenPipeError, EOFError):
+                    frames = None
+            if frames is None:
+                process.kill()
+                process.wait()
+                reason = f"ClientApp worker process exited with code {process.returncode}"
+                return Message(Error(code=ErrorCode.CLIENT_APP_CRASHED, reason=reason), reply_to=message), context
+        return message_from_proto(ProtoMessage.FromString(frames[0])), decode_context(frames[1])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._process is not None and self._process.poll() is None:
+                assert self._process.stdin is not None
+                self._process.stdin.close()
+                try:
+                    self._process.wait(5)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait()
+
+
+class WorkerPool:
+    """Up to ``size`` workers per app. A message goes to a ready, free worker; when all are busy, a new
+    one starts in the background and the message queues on a ready one rather than wait for an import
+    (and while none is ready, on the one loading: two cold imports would only slow each other down)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self._threads = max(1, (os.cpu_count() or 1) // self.size)
+        self._workers: dict[AppRef, list[Worker]] = {}
+        self._turn = 0
+        self._lock = threading.Lock()
+
+    def prepare(self, app: AppRef) -> None:
+        """Have a worker of ``app`` start loading now (the run's first messages then find it warm)."""
+        with self._lock:
+            workers = self._workers.setdefault(app, [])
+            if not workers:
+                workers.append(Worker(app, self._threads))
+        workers[0].start()
+
+    def worker(self, app: AppRef) -> Worker:
+        with self._lock:
+            workers = self._workers.setdefault(app, [])
+            ready = [w for w in workers if w.ready]
+            free = [w for w in ready if not w.busy]
+            if free:
+                return free[0]
+            if not ready:  # nothing loaded yet: wait for the one loading rather than import twice at once
+                if not workers:
+                    workers.append(Worker(app, self._threads))
+                return workers[0]
+            grown = Worker(app, self._threads) if len(workers) < self.size else None
+            if grown is not None:
+                workers.append(grown)
+            self._turn += 1
+            chosen = ready[self._turn % len(ready)]
+        if grown is not None:
+            grown.start()
+        return chosen
+
+    def close(self) -> None:
+        with self._lock:
+            workers = [w for pool in self._workers.values() for w in pool]
+            self._workers.clear()
+        for worker in workers:
+            worker.close()
+
+
+@cache
+def worker_pool() -> WorkerPool:
+    """The daemon process's pool: ``PROPIUS_FLOWER_WORKERS`` workers per app at most (default: one per core)."""
+    return WorkerPool(int(os.environ.get("PROPIUS_FLOWER_WORKERS", os.cpu_count() or 1)))

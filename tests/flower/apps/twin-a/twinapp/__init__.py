@@ -1,0 +1,1 @@
+"""Twin a: same package name as its twin, different answer."""

@@ -1,0 +1,1 @@
+"""Twin b: same package name as its twin, different answer."""
