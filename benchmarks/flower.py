@@ -1,6 +1,6 @@
 """tinyfed on Propius vs Flower's simulation runtime, side by side on this machine.
 
-    python -m benchmarks.flower [--app ../shared/flower-apps/tinyfed] [--repeat 1] [--out FILE]
+    python -m benchmarks.flower [--app propius/examples/tinyfed] [--repeat 1] [--out FILE]
 
 (As a module: run as a file, ``benchmarks/`` comes first on ``sys.path`` and ``benchmarks/policies.py``
 would shadow the ``policies`` package the control plane imports.)
@@ -40,7 +40,7 @@ from control_plane.app import ControlPlane
 from propius.config import Settings
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_APP = REPO.parent / "shared" / "flower-apps" / "tinyfed"
+DEFAULT_APP = REPO / "propius" / "examples" / "tinyfed"
 DEFAULT_REDIS = os.environ.get("PROPIUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 NODES = 10
 

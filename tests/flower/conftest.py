@@ -17,7 +17,7 @@ from propius.config import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 APPS = Path(__file__).resolve().parent / "apps"
-TINYFED = REPO.parent / "shared" / "flower-apps" / "tinyfed"
+TINYFED = REPO / "propius" / "examples" / "tinyfed"  # a copy of shared/flower-apps/tinyfed
 
 
 @pytest.fixture
