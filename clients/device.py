@@ -170,7 +170,8 @@ class DeviceAgent:
             if not Constraints.from_json(offer.private_requirements_json).admits(dict(self.identity.private)):
                 return None
             config = TaskConfig.model_validate_json(offer.task_json)
-            return config, self._executor(config.executor)
+            executor = self._executor(config.executor)
+            return (config, executor) if executor.admits(config) else None
         except (ValidationError, UnknownExecutor) as error:
             log.warning("device %s: skipping offer of job %s: %s", self._client_id, offer.job_id, error)
             return None

@@ -47,5 +47,9 @@ class Executor(ABC):
 
     name: ClassVar[str]
 
+    def admits(self, config: TaskConfig) -> bool:
+        """Whether this device will run tasks of ``config`` at all; checked before an offer is accepted."""
+        return True
+
     @abstractmethod
     def run(self, task: Task) -> TaskResult: ...

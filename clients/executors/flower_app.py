@@ -11,16 +11,21 @@ begins with such a round, which only starts the app's workers while the ServerAp
 from __future__ import annotations
 
 import json
+import logging
 
 from flwr.app import Context, RecordDict
 
 from clients.executors.base import Executor, Task, TaskResult
+from clients.flower.allowed import ENV, is_allowed
 from clients.flower.contexts import context_store
 from clients.flower.workers import AppRef, worker_pool
 from propius.flower.codec import decode_bundle, encode_bundle, stamp_id
 from propius.flower.ids import node_id_for
+from propius.specs import TaskConfig
 
 __all__ = ["FlowerClientAppExecutor"]
+
+log = logging.getLogger(__name__)
 
 
 class FlowerClientAppExecutor(Executor):
@@ -28,8 +33,23 @@ class FlowerClientAppExecutor(Executor):
 
     name = "flower-clientapp"
 
+    def __init__(self) -> None:
+        self._declined: set[str] = set()
+
+    def admits(self, config: TaskConfig) -> bool:
+        """Only apps under the directories the device owner listed in ``PROPIUS_FLOWER_APPS``."""
+        app_dir = str(config.options.get("app", ""))
+        if app_dir and is_allowed(app_dir):
+            return True
+        if app_dir not in self._declined:  # once per app, not at every check-in
+            self._declined.add(app_dir)
+            log.warning("declining Flower app %r: not under %s", app_dir, ENV)
+        return False
+
     def run(self, task: Task) -> TaskResult:
         options = task.config.options
+        if not self.admits(task.config):
+            raise PermissionError(f"Flower app {options.get('app')!r} is not allowed on this device ({ENV})")
         app = AppRef(str(options["app"]), str(options["clientapp"]))
         worker_pool().prepare(app)  # a run's first round (its warm-up) starts the app's worker here
         run_id = int(options["run-id"])

@@ -43,16 +43,18 @@ class Daemons:
 
     def __init__(self, settings: Settings, root: Path) -> None:
         self._env = {**os.environ, "PYTHONUNBUFFERED": "1", "PROPIUS_REDIS_URL": settings.redis_url,
-                     "PROPIUS_KEY_PREFIX": settings.key_prefix}
+                     "PROPIUS_KEY_PREFIX": settings.key_prefix,
+                     "PROPIUS_FLOWER_APPS": os.pathsep.join([str(APPS), str(TINYFED)])}
         self._root = root
         self.processes: list[tuple[subprocess.Popen[bytes], Path]] = []
 
-    def spawn(self, address: str, devices: int, offset: int = 0) -> None:
+    def spawn(self, address: str, devices: int, offset: int = 0, flower_apps: Path | None = None) -> None:
         log = self._root / f"daemon-{len(self.processes)}.log"
         command = [sys.executable, "-m", "clients.daemon", "--server", address, "--devices", str(devices),
                    "--device-offset", str(offset), "--log-level", "WARNING"]
         with log.open("w") as out:
-            process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=self._env)
+            env = self._env if flower_apps is None else {**self._env, "PROPIUS_FLOWER_APPS": str(flower_apps)}
+            process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
         self.processes.append((process, log))
 
     def logs(self) -> str:

@@ -29,6 +29,7 @@ def pool(monkeypatch) -> Iterator[workers.WorkerPool]:
     store = MemoryContexts()
     monkeypatch.setattr("clients.executors.flower_app.worker_pool", lambda: pool)
     monkeypatch.setattr("clients.executors.flower_app.context_store", lambda: store)
+    monkeypatch.setenv("PROPIUS_FLOWER_APPS", str(APPS))
     yield pool
     pool.close()
 
@@ -108,3 +109,18 @@ def test_contexts_are_kept_in_memory_without_redis(monkeypatch):
         assert isinstance(contexts.context_store(), MemoryContexts)
     finally:
         contexts.context_store.cache_clear()
+
+
+def test_only_apps_the_device_owner_listed_run(pool, monkeypatch, tmp_path, flower_identity):
+    executor = load_executor("flower-clientapp")
+    listed = task("counter").config
+    assert executor.admits(listed)
+    monkeypatch.setenv("PROPIUS_FLOWER_APPS", str(APPS / "counter"))
+    assert executor.admits(listed) and not executor.admits(task("twin-a").config)
+    outside = TaskConfig(executor="flower-clientapp", options={**listed.options, "app": str(APPS / "counter" / "..")})
+    assert not executor.admits(outside)  # resolved: the parent of a listed app is not listed
+    monkeypatch.delenv("PROPIUS_FLOWER_APPS")
+    assert not executor.admits(listed)
+    with pytest.raises(PermissionError, match="PROPIUS_FLOWER_APPS"):
+        executor.run(task("counter"))
+    assert pool.size == 1 and not pool._workers  # nothing was started for a refused app

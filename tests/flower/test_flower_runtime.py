@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 
 from propius.flower.launch import FlowerRun
 from propius.flower.project import RunOptions
+from propius.sdk import AsyncJob
 from propius.specs import JobSpec
 
 from .conftest import APPS, TINYFED
@@ -59,3 +61,19 @@ async def test_contexts_and_legacy_numpyclient_apps_through_daemons(plane, daemo
     losses = [float(v) for v in re.findall(r"round \d: ([0-9.]+)", legacy)]
     assert [round(v, 6) for v in losses] == [1.0, 2.0]
     assert "received 8 results and 0 failures" in legacy
+
+
+async def test_daemons_decline_flower_apps_their_owner_did_not_list(plane, daemons):
+    daemons.spawn(plane.address, 4, flower_apps=APPS / "twin-a")
+    options = {"app": str(APPS / "counter"), "clientapp": "counterapp.client:app", "run-id": "1"}
+    spec = JobSpec.parse({"name": "unlisted-app", "demand": 2, "aggregation": "collect",
+                          "task": {"executor": "flower-clientapp", "options": options}})
+    async with AsyncJob(spec, plane.address) as job:
+        await job.start_round()
+        started = time.time()
+        while len(await plane.hot.recent_clients(started)) < 4:  # every device checked in since the round opened
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)
+        state = await plane.hot.round(job.job_id)
+        assert (state.state, state.bound) == ("open", 0)
+        await job.cancel()
