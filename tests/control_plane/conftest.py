@@ -165,12 +165,6 @@ def client_pool() -> type[ClientPool]:
     return ClientPool
 
 
-@pytest.fixture
-async def plane(settings) -> AsyncIterator[ControlPlane]:
-    async with ControlPlane(settings) as cp:
-        yield cp
-
-
 class Stubs:
     def __init__(self, address: str) -> None:
         self.channel = grpc.aio.insecure_channel(address, options=channel_options())

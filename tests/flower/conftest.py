@@ -5,31 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from flwr.common.constant import SUPERLINK_NODE_ID
 from flwr.supercore.task_identity import TaskIdentity
 
-from control_plane.app import ControlPlane
 from propius.config import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 APPS = Path(__file__).resolve().parent / "apps"
 TINYFED = REPO / "propius" / "examples" / "tinyfed"  # a copy of shared/flower-apps/tinyfed
-
-
-@pytest.fixture
-def settings(redis_url, key_prefix, sqlite_url, tmp_path) -> Settings:
-    return Settings(redis_url=redis_url, key_prefix=key_prefix, database_url=sqlite_url, data_dir=tmp_path, port=0,
-                    lease_s=2.0, scheduler_period_s=0.2, max_wait_s=5.0)
-
-
-@pytest.fixture
-async def plane(settings) -> AsyncIterator[ControlPlane]:
-    async with ControlPlane(settings) as cp:
-        yield cp
 
 
 @pytest.fixture
