@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -40,9 +41,10 @@ class AppRef:
 class Worker:
     """One worker process, one message at a time; it starts in the background (see :meth:`start`)."""
 
-    def __init__(self, app: AppRef, threads: int = 1) -> None:
+    def __init__(self, app: AppRef, threads: int = 1, on_ready: Callable[[], None] | None = None) -> None:
         self.app = app
         self._threads = threads
+        self._on_ready = on_ready
         self._process: subprocess.Popen[bytes] | None = None
         self._ready = threading.Event()
         self._lock = threading.Lock()
@@ -84,6 +86,8 @@ class Worker:
                 self._ready.set()
         except EOFError:
             pass
+        if self._ready.is_set() and self._on_ready is not None:
+            self._on_ready()
         if not self._ready.is_set():
             process.kill()  # died or spoke out of turn while loading: the next message starts a new one
 
@@ -134,12 +138,27 @@ class WorkerPool:
         self._lock = threading.Lock()
 
     def prepare(self, app: AppRef) -> None:
-        """Have a worker of ``app`` start loading now (the run's first messages then find it warm)."""
+        """Have the workers of ``app`` start loading now, one after the other (two cold imports at once
+        would only slow each other down), so that the run's first rounds find them all warm."""
         with self._lock:
-            workers = self._workers.setdefault(app, [])
-            if not workers:
-                workers.append(Worker(app, self._threads))
-        workers[0].start()
+            if self._workers.get(app):
+                return  # loading or loaded (a crashed worker restarts with its next message)
+            first = self._new_worker(app)
+            self._workers[app] = [first]
+        first.start()
+
+    def _new_worker(self, app: AppRef) -> Worker:
+        return Worker(app, self._threads, on_ready=lambda: self._grow(app))
+
+    def _grow(self, app: AppRef) -> None:
+        """A worker of ``app`` finished loading: start loading the next one while the pool has room."""
+        with self._lock:
+            workers = self._workers.get(app)
+            if workers is None or len(workers) >= self.size:
+                return
+            grown = self._new_worker(app)
+            workers.append(grown)
+        grown.start()
 
     def worker(self, app: AppRef) -> Worker:
         with self._lock:
@@ -150,9 +169,9 @@ class WorkerPool:
                 return free[0]
             if not ready:  # nothing loaded yet: wait for the one loading rather than import twice at once
                 if not workers:
-                    workers.append(Worker(app, self._threads))
+                    workers.append(self._new_worker(app))
                 return workers[0]
-            grown = Worker(app, self._threads) if len(workers) < self.size else None
+            grown = self._new_worker(app) if len(workers) < self.size else None
             if grown is not None:
                 workers.append(grown)
             self._turn += 1
