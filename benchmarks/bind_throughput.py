@@ -25,8 +25,10 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+import psutil
 import redis
 
+from clients.transport_mux import MultiplexedClients
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
@@ -64,10 +66,14 @@ async def register_jobs(address: str, n_clients: int, n_jobs: int) -> None:
             await jobs_stub.StartRound(pb.StartRoundRequest(job_id=reply.job_id, job_token=reply.job_token))
 
 
-async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[str]) -> dict:
-    """One load process: each client checks in, then accepts its first offer (the next on round_full)."""
+async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[str], transport: str) -> dict:
+    """One load process: each client checks in, then accepts its first offer (the next on round_full).
+
+    ``unary``: one CheckIn and one Accept RPC per client. ``mux``: the process is a client daemon hosting
+    its clients, whose calls share one Multiplex stream per control plane (what ``propius-client`` does).
+    """
     channels = [grpc.aio.insecure_channel(a) for a in addresses]
-    stubs = [pb_grpc.ClientServiceStub(c) for c in channels]
+    stubs = [MultiplexedClients(c) if transport == "mux" else pb_grpc.ClientServiceStub(c) for c in channels]
     checkin_ms: list[float] = []
     accept_ms: list[float] = []
     outcomes: dict[str, int] = {}
@@ -93,20 +99,47 @@ async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[st
                     break
             outcomes[reason] = outcomes.get(reason, 0) + 1
 
-    started = time.perf_counter()
+    cpu0 = time.process_time()
+    started, started_unix = time.perf_counter(), time.time()
     await asyncio.gather(*(client(i) for i in range(n_clients)))
     wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu0
+    for stub in stubs:
+        if isinstance(stub, MultiplexedClients):
+            await stub.close()
     for channel in channels:
         await channel.close()
-    return {"wall_s": wall, "outcomes": outcomes, "checkin_ms": checkin_ms, "accept_ms": accept_ms}
+    return {"wall_s": wall, "started_unix": started_unix, "ended_unix": started_unix + wall, "cpu_s": cpu,
+            "outcomes": outcomes, "checkin_ms": checkin_ms, "accept_ms": accept_ms}
 
 
 def worker_main(args: argparse.Namespace) -> None:
     """A load process started by main(): prints its raw measurements as JSON on stdout."""
-    print(json.dumps(asyncio.run(load(args.clients[0], args.jobs, args.concurrency, args.address))))
+    print(json.dumps(asyncio.run(load(args.clients[0], args.jobs, args.concurrency, args.address, args.transport))))
 
 
-def run_scenario(n: int, args: argparse.Namespace, addresses: list[str]) -> dict:
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds used so far by these processes (those that still exist)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def redis_pid(url: str) -> int | None:
+    """The Redis server's pid when it runs on this machine (its CPU counts toward the cost of a bind)."""
+    try:
+        pid = int(redis.Redis.from_url(url).info("server")["process_id"])
+        return pid if psutil.pid_exists(pid) else None
+    except (redis.RedisError, KeyError, ValueError):
+        return None
+
+
+def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_pids: list[int]) -> dict:
     async def prepare() -> None:
         for address in addresses:
             await wait_ready(address)
@@ -117,12 +150,22 @@ def run_scenario(n: int, args: argparse.Namespace, addresses: list[str]) -> dict
     workers = [
         subprocess.Popen([sys.executable, __file__, "--worker", "--clients", str(min(per, n - i * per)),
                           "--jobs", str(args.jobs), "--concurrency", str(args.concurrency // args.load_procs),
+                          "--transport", args.transport,
                           "--address", *addresses], stdout=subprocess.PIPE, text=True)
         for i in range(args.load_procs)
     ]
+    rpid = redis_pid(args.redis_url)
+    server_cpu0, redis_cpu0 = cpu_seconds(server_pids), cpu_seconds([rpid] if rpid else [])
+    load0 = os.getloadavg()[0]
     started = time.perf_counter()
     parts = [json.loads(worker.communicate()[0]) for worker in workers]
-    wall = time.perf_counter() - started
+    wall_with_startup = time.perf_counter() - started
+    # From the first client's check-in to the last client's accept, across the load processes (their
+    # interpreter start-up is not binding work; it is reported apart).
+    wall = max(part["ended_unix"] for part in parts) - min(part["started_unix"] for part in parts)
+    server_cpu = cpu_seconds(server_pids) - server_cpu0
+    redis_cpu = cpu_seconds([rpid] if rpid else []) - redis_cpu0
+    load_cpu = sum(part["cpu_s"] for part in parts)
     outcomes: dict[str, int] = {}
     for part in parts:
         for reason, count in part["outcomes"].items():
@@ -132,11 +175,18 @@ def run_scenario(n: int, args: argparse.Namespace, addresses: list[str]) -> dict
     bound = outcomes.get("bound", 0)
     pct = lambda values, q: round(float(np.percentile(values, q)), 3)  # noqa: E731
     return {
-        "clients": n, "jobs": args.jobs, "concurrency": args.concurrency, "shards": len(addresses),
-        "load_processes": args.load_procs, "wall_s": round(wall, 3), "binds": bound,
+        "clients": n, "transport": args.transport, "jobs": args.jobs, "concurrency": args.concurrency,
+        "shards": len(addresses),
+        "load_processes": args.load_procs, "wall_s": round(wall, 3),
+        "wall_with_process_startup_s": round(wall_with_startup, 3), "binds": bound,
         "binds_per_s": round(bound / wall, 1), "outcomes": outcomes,
         "checkin_ms": {"p50": pct(checkins, 50), "p99": pct(checkins, 99)},
         "accept_ms": {"p50": pct(accepts, 50), "p99": pct(accepts, 99)},
+        # CPU milliseconds per bind: what a bind costs, whatever else the machine was doing meanwhile
+        "cpu_ms_per_bind": {"control_plane": round(1000 * server_cpu / max(bound, 1), 3),
+                            "load_generator": round(1000 * load_cpu / max(bound, 1), 3),
+                            "redis": round(1000 * redis_cpu / max(bound, 1), 3) if rpid else None},
+        "loadavg_1m": {"before": round(load0, 2), "after": round(os.getloadavg()[0], 2)},
     }
 
 
@@ -148,6 +198,9 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=1, help="control-plane processes sharing Redis")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--load-procs", type=int, default=1, help="load-generator processes")
+    parser.add_argument("--transport", choices=["mux", "unary"], default="mux",
+                        help="mux: each load process multiplexes its clients' calls on one stream, like "
+                             "propius-client; unary: one RPC per call")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bind_throughput.json"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--address", nargs="+", help=argparse.SUPPRESS)
@@ -165,21 +218,22 @@ def main() -> None:
         processes = [start_control_plane(args.redis_url, prefix, port, data_dir, i) for i, port in enumerate(ports)]
         addresses = [f"127.0.0.1:{port}" for port in ports]
         try:
-            result = run_scenario(n, args, addresses)
+            result = run_scenario(n, args, addresses, [process.pid for process in processes])
         finally:
             for process in processes:
                 process.terminate()
-                process.wait(10)
+                process.wait(60)
             client = redis.Redis.from_url(args.redis_url)
             keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
             for i in range(0, len(keys), 1000):
                 client.delete(*keys[i: i + 1000])
         results.append(result)
-        print(f"N={n} K={args.jobs} shards={args.shards} load procs={args.load_procs}: "
+        print(f"N={n} {args.transport} K={args.jobs} shards={args.shards} load procs={args.load_procs}: "
               f"{result['binds_per_s']:.1f} binds/s, "
               f"check-in p50 {result['checkin_ms']['p50']} ms p99 {result['checkin_ms']['p99']} ms, "
               f"accept p50 {result['accept_ms']['p50']} ms p99 {result['accept_ms']['p99']} ms, "
-              f"outcomes {result['outcomes']}")
+              f"outcomes {result['outcomes']}; CPU ms/bind {result['cpu_ms_per_bind']}; "
+              f"load {result['loadavg_1m']}")
     report = {"benchmark": "bind_throughput", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
               "redis_url": args.redis_url, "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -36,9 +36,12 @@ async def run_devices(
 ) -> dict[str, int]:
     """Run every device against ``server`` until ``stop`` (or ``max_tasks`` each); client_id -> tasks done."""
     async with open_channel(server) as channel:
-        stubs = Stubs.of(channel)
+        stubs = Stubs.multiplexed(channel)  # the devices' client calls share one stream
         agents = [DeviceAgent(d, stubs, stop=stop, max_tasks=max_tasks, config=config) for d in devices]
-        counts = await asyncio.gather(*(agent.run() for agent in agents))
+        try:
+            counts = await asyncio.gather(*(agent.run() for agent in agents))
+        finally:
+            await stubs.close()
     return {agent.client_id: count for agent, count in zip(agents, counts, strict=True)}
 
 

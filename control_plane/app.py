@@ -23,6 +23,7 @@ from control_plane.job_service import JobService
 from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
 from control_plane.metrics import Metrics
+from control_plane.redis_pipe import RedisPipe
 from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
 from control_plane.store import Store
@@ -52,7 +53,8 @@ class ControlPlane:
         self.raw_redis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
             settings.redis_url, max_connections=settings.redis_connections, timeout=30))
         self.store = Store(settings.resolved_database_url())
-        self.hot = HotState(self.redis, settings.key_prefix, keep_s=settings.blob_ttl_s)
+        self.pipe = RedisPipe(settings.redis_url)  # lean connection for check-ins and binds
+        self.hot = HotState(self.redis, settings.key_prefix, keep_s=settings.blob_ttl_s, pipe=self.pipe)
         self.bus = EventBus(self.redis, self.hot.events_channel)
         self.jobs = JobRegistry(self.store)
         self.metrics = Metrics()
@@ -111,6 +113,7 @@ class ControlPlane:
         with contextlib.suppress(Exception):
             await self.journal.flush()
         await self.bus.stop()
+        self.pipe.close()
         await self.redis.aclose()
         await self.raw_redis.aclose()
         self.store.close()

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
+from collections.abc import AsyncIterator
 
 import grpc
 
 from control_plane.binding import Binder
 from control_plane.convert import profile_from_pb, profile_to_pb
-from control_plane.errors import InvalidArgument, rpc_errors
+from control_plane.errors import InvalidArgument, error_status, rpc_errors
 from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
 from control_plane.scheduler import SchedulerView
@@ -46,8 +48,10 @@ class ClientService(pb_grpc.ClientServiceServicer):
         self._view = view
         self._store = store
 
-    @rpc_errors
-    async def CheckIn(self, request: pb.CheckInRequest, context: grpc.aio.ServicerContext):
+    # The handlers proper: plain coroutines that raise ServiceError. The unary RPCs and Multiplex both
+    # run them, so a call answers the same on either path.
+
+    async def check_in(self, request: pb.CheckInRequest) -> pb.CheckInResponse:
         profile = profile_from_pb(request.profile)
         wait_s = _finite(request.wait_s, "wait_s")
         result = await self._binder.check_in(profile, wait_s, request.max_offers)
@@ -67,8 +71,7 @@ class ClientService(pb_grpc.ClientServiceServicer):
             ],
         )
 
-    @rpc_errors
-    async def Accept(self, request: pb.AcceptRequest, context: grpc.aio.ServicerContext):
+    async def accept(self, request: pb.AcceptRequest) -> pb.AcceptResponse:
         if not request.offer_id:
             raise InvalidArgument("offer_id", "required")
         job_id, round_, attempt, outcome = await self._binder.accept(
@@ -82,17 +85,40 @@ class ClientService(pb_grpc.ClientServiceServicer):
             server_unix=time.time(),
         )
 
-    @rpc_errors
-    async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext):
+    async def heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
         job_id, round_ = _job_round(request)
         valid = await self._binder.heartbeat(request.client_id, request.session_token, job_id, round_)
         return pb.HeartbeatResponse(valid=valid, lease_s=self._settings.lease_s, server_unix=time.time())
 
-    @rpc_errors
-    async def Release(self, request: pb.ReleaseRequest, context: grpc.aio.ServicerContext):
+    async def release(self, request: pb.ReleaseRequest) -> pb.ReleaseResponse:
         job_id, round_ = _job_round(request)
         released = await self._binder.release(request.client_id, request.session_token, job_id, round_)
         return pb.ReleaseResponse(released=released)
+
+    # ---------------------------------------------------------------- unary RPCs
+
+    @rpc_errors
+    async def CheckIn(self, request: pb.CheckInRequest, context: grpc.aio.ServicerContext):
+        return await self.check_in(request)
+
+    @rpc_errors
+    async def Accept(self, request: pb.AcceptRequest, context: grpc.aio.ServicerContext):
+        return await self.accept(request)
+
+    @rpc_errors
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext):
+        return await self.heartbeat(request)
+
+    @rpc_errors
+    async def Release(self, request: pb.ReleaseRequest, context: grpc.aio.ServicerContext):
+        return await self.release(request)
+
+    # ---------------------------------------------------------------- many devices on one stream
+
+    async def Multiplex(self, request_iterator: AsyncIterator[pb.ClientCalls], context: grpc.aio.ServicerContext):
+        """Run each call of the stream as its own task (a check-in may long-poll); send the replies that
+        are ready in one message, so a busy stream costs one message per batch rather than one per call."""
+        await _Multiplexer(self, request_iterator, context).run()
 
     @rpc_errors
     async def ListClients(self, request: pb.ListClientsRequest, context: grpc.aio.ServicerContext):
@@ -110,3 +136,74 @@ class ClientService(pb_grpc.ClientServiceServicer):
                 job.job_id: supply.get(job.eligibility_key, 0) for job in self._jobs.active()
             },
         )
+
+
+class _Multiplexer:
+    """One Multiplex stream: a reader that starts a task per call, and this writer of reply batches."""
+
+    def __init__(self, service: ClientService, calls: AsyncIterator[pb.ClientCalls],
+                 context: grpc.aio.ServicerContext) -> None:
+        self._handlers = {"check_in": service.check_in, "accept": service.accept, "heartbeat": service.heartbeat,
+                          "release": service.release}
+        self._calls = calls
+        self._context = context
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._ready: list[pb.ClientReply] = []
+        self._wake = asyncio.Event()
+        self._reading = True
+
+    async def run(self) -> None:
+        reader = asyncio.create_task(self._read())
+        try:
+            while self._reading or self._tasks or self._ready:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._ready:
+                    batch, self._ready = self._ready, []
+                    await self._context.write(pb.ClientReplies(replies=batch))
+        finally:
+            reader.cancel()
+            for task in list(self._tasks.values()):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+
+    async def _read(self) -> None:
+        try:
+            async for message in self._calls:
+                for call in message.calls:
+                    if call.cancel:
+                        task = self._tasks.pop(call.call_id, None)
+                        if task is not None:
+                            task.cancel()
+                        continue
+                    if call.call_id in self._tasks:
+                        self._reply(pb.ClientReply(
+                            call_id=call.call_id, status_code=grpc.StatusCode.INVALID_ARGUMENT.value[0],
+                            status_details="call_id: already in flight on this stream"))
+                        continue
+                    self._tasks[call.call_id] = asyncio.create_task(self._serve(call))
+        finally:
+            self._reading = False  # the caller closed its side: finish the calls in flight, then end
+            self._wake.set()
+
+    async def _serve(self, call: pb.ClientCall) -> None:
+        call_id = call.call_id
+        try:
+            kind = call.WhichOneof("request")
+            if kind is None:
+                raise InvalidArgument("request", "one of check_in, accept, heartbeat, release is required")
+            response = await self._handlers[kind](getattr(call, kind))
+            reply = pb.ClientReply(call_id=call_id, **{kind: response})
+        except asyncio.CancelledError:
+            return
+        except Exception as error:  # noqa: BLE001 - every failure must become the call's status
+            code, message = error_status(error)
+            reply = pb.ClientReply(call_id=call_id, status_code=code.value[0], status_details=message)
+        finally:
+            self._tasks.pop(call_id, None)
+        self._reply(reply)
+
+    def _reply(self, reply: pb.ClientReply) -> None:
+        self._ready.append(reply)
+        self._wake.set()

@@ -23,6 +23,7 @@ __all__ = [
     "PermissionDenied",
     "ResourceExhausted",
     "ServiceError",
+    "error_status",
     "rpc_errors",
 ]
 
@@ -63,7 +64,8 @@ class Conflict(ServiceError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
-def _status(error: Exception) -> tuple[grpc.StatusCode, str]:
+def error_status(error: Exception) -> tuple[grpc.StatusCode, str]:
+    """The status a handler's exception becomes (INTERNAL, logged, for anything unexpected)."""
     if isinstance(error, ServiceError):
         return error.code, error.message
     if isinstance(error, SpecError):
@@ -82,7 +84,7 @@ def rpc_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
                 async for item in handler(self, request, context):
                     yield item
             except Exception as error:  # noqa: BLE001 - every failure must become a status
-                code, message = _status(error)
+                code, message = error_status(error)
                 await context.abort(code, message)
 
         return stream
@@ -92,7 +94,7 @@ def rpc_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return await handler(self, request, context)
         except Exception as error:  # noqa: BLE001
-            code, message = _status(error)
+            code, message = error_status(error)
             await context.abort(code, message)
 
     return unary

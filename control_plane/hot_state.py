@@ -11,11 +11,13 @@ import hashlib
 import json
 import secrets
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
 
+from control_plane.redis_pipe import RedisPipe
 from propius.keys import client_key, global_key, job_key
 from propius.specs import ClientProfile
 
@@ -90,9 +92,11 @@ _ROUND_FIELDS = [
 # One round trip per Accept: check the offer (made to this client, in this session), bind atomically and
 # publish the event with the new bound count. KEYS: round hash, offer, members, leases.
 # ARGV: client, round, attempt, now, lease_s, session hash, events channel, job id, keep_ms (TTL of the sets)
+# An offer is one string key with a TTL: the JSON array [client, round, attempt, session hash].
 _BIND = """
-local off = redis.call('HMGET', KEYS[2], 'client', 'round', 'attempt', 'session')
-if not off[1] then return {0, 'offer_expired'} end
+local raw = redis.call('GET', KEYS[2])
+if not raw then return {0, 'offer_expired'} end
+local off = cjson.decode(raw)
 if off[1] ~= ARGV[1] or off[2] ~= ARGV[2] or off[3] ~= ARGV[3] then return {0, 'offer_not_yours'} end
 if off[4] ~= ARGV[6] then return {-1, 'session'} end
 local r = redis.call('HMGET', KEYS[1], 'round', 'attempt', 'state', 'target', 'bound', 'deadline_at', 'model_digest')
@@ -157,8 +161,12 @@ return 1
 class HotState:
     """Typed access to the Redis keys of the control plane (see :mod:`propius.keys`)."""
 
-    def __init__(self, redis: aioredis.Redis, prefix: str, keep_s: float = 86400.0) -> None:
+    def __init__(self, redis: aioredis.Redis, prefix: str, keep_s: float = 86400.0,
+                 pipe: RedisPipe | None = None) -> None:
         self.redis = redis
+        # The binding hot path (check-in writes, bind) goes through the lean pipe when there is one.
+        self._pipe = pipe
+        self._bind_sha = pipe.script(_BIND) if pipe is not None else ""
         self.prefix = prefix
         self._keep_ms = int(keep_s * 1000)  # per-round keys outlive their round by this much, then expire
         self._bind = redis.register_script(_BIND)
@@ -257,29 +265,31 @@ class HotState:
         """
         token = secrets.token_urlsafe(24)
         session = token_hash(token)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zadd(global_key(self.prefix, "clients", "seen"), {profile.client_id: now})
-            pipe.hset(global_key(self.prefix, "clients", "profiles"), profile.client_id, profile.model_dump_json())
-            pipe.set(client_key(self.prefix, profile.client_id, "session"), session, px=int(session_ttl_s * 1000))
-            for offer_id, state in offers:
-                key = self._offer_key(state.job_id, offer_id)
-                pipe.hset(key, mapping={"client": profile.client_id, "round": state.round, "attempt": state.attempt,
-                                        "session": session})
-                pipe.pexpire(key, int(offer_ttl_s * 1000))
-            await pipe.execute()
+        offer_ms = int(offer_ttl_s * 1000)
+        commands: list[tuple[Any, ...]] = [
+            ("ZADD", global_key(self.prefix, "clients", "seen"), now, profile.client_id),
+            ("HSET", global_key(self.prefix, "clients", "profiles"), profile.client_id, profile.model_dump_json()),
+            ("SET", client_key(self.prefix, profile.client_id, "session"), session, "PX", int(session_ttl_s * 1000)),
+        ]
+        for offer_id, state in offers:
+            value = json.dumps([profile.client_id, str(state.round), str(state.attempt), session], ensure_ascii=False)
+            commands.append(("SET", self._offer_key(state.job_id, offer_id), value, "PX", offer_ms))
+        await self._execute_many(commands)
         return token
 
     async def bind(
         self, job_id: str, offer_id: str, client_id: str, round_: int, attempt: int, lease_s: float, token: str
     ) -> BindOutcome:
-        reply = await self._bind(
-            keys=[
-                self._round_key(job_id), self._offer_key(job_id, offer_id),
-                self._members_key(job_id, round_, attempt), self._leases_key(job_id, round_, attempt),
-            ],
-            args=[client_id, round_, attempt, time.time(), lease_s, token_hash(token), self.events_channel, job_id,
-                  self._keep_ms],
-        )
+        keys = [
+            self._round_key(job_id), self._offer_key(job_id, offer_id),
+            self._members_key(job_id, round_, attempt), self._leases_key(job_id, round_, attempt),
+        ]
+        args = [client_id, round_, attempt, time.time(), lease_s, token_hash(token), self.events_channel, job_id,
+                self._keep_ms]
+        if self._pipe is not None:
+            reply = await self._pipe.evalsha(self._bind_sha, keys, args)
+        else:
+            reply = await self._bind(keys=keys, args=args)
         if int(reply[0]) == -1:
             raise PermissionError("the offer was made in another session")
         if int(reply[0]) == 0:
@@ -320,21 +330,57 @@ class HotState:
             )
         )
 
+    async def _execute_many(self, commands: list[tuple[Any, ...]]) -> None:
+        """Run commands in one round trip (not a transaction); raise the first error."""
+        if self._pipe is not None:
+            replies = await self._pipe.execute_many(commands)
+        else:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for command in commands:
+                    pipe.execute_command(*command)
+                replies = await pipe.execute(raise_on_error=False)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+
     # ---------------------------------------------------------------- sessions and clients
 
     async def session_valid(self, client_id: str, token: str) -> bool:
         stored = await self.redis.get(client_key(self.prefix, client_id, "session"))
         return stored is not None and secrets.compare_digest(stored, token_hash(token))
 
-    async def recent_clients(self, since: float) -> list[tuple[ClientProfile, float]]:
+    async def recent_profiles_raw(self, since: float, chunk: int = 2000) -> AsyncIterator[list[tuple[str, str]]]:
+        """(client_id, profile JSON) of the clients seen since ``since``, ``chunk`` at a time, so that a
+        large population is read in slices between which the event loop serves requests."""
         seen_key = global_key(self.prefix, "clients", "seen")
         profiles_key = global_key(self.prefix, "clients", "profiles")
-        stale = await self.redis.zrangebyscore(seen_key, "-inf", f"({since}")
-        if stale:
+        offset = 0
+        while True:
+            ids = await self.redis.zrangebyscore(seen_key, since, "+inf", start=offset, num=chunk)
+            if not ids:
+                return
+            raw = await self.redis.hmget(profiles_key, ids)
+            yield [(client_id, text) for client_id, text in zip(ids, raw, strict=True) if text is not None]
+            if len(ids) < chunk:
+                return
+            offset += chunk
+
+    async def forget_clients_before(self, since: float, chunk: int = 2000) -> None:
+        """Drop the registry entries of clients not seen since ``since`` (a slice at a time)."""
+        seen_key = global_key(self.prefix, "clients", "seen")
+        profiles_key = global_key(self.prefix, "clients", "profiles")
+        while stale := await self.redis.zrangebyscore(seen_key, "-inf", f"({since}", start=0, num=chunk):
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.zrem(seen_key, *stale)
                 pipe.hdel(profiles_key, *stale)
                 await pipe.execute()
+            if len(stale) < chunk:
+                return
+
+    async def recent_clients(self, since: float) -> list[tuple[ClientProfile, float]]:
+        seen_key = global_key(self.prefix, "clients", "seen")
+        profiles_key = global_key(self.prefix, "clients", "profiles")
+        await self.forget_clients_before(since)
         rows = await self.redis.zrangebyscore(seen_key, since, "+inf", withscores=True)
         if not rows:
             return []

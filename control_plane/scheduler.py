@@ -8,6 +8,7 @@ flushing the durable journal.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,7 @@ from control_plane.jobs import ActiveJob, JobRegistry
 from control_plane.matching import supply_by_class
 from policies import JobView, Policy, SchedulingContext
 from propius.config import Settings
+from propius.specs import ClientProfile
 
 __all__ = ["Scheduler", "SchedulerView", "Snapshot"]
 
@@ -64,6 +66,8 @@ class SchedulerView:
         self._states: dict[str, RoundState] = {}
         self._changes: dict[str, int] = {}  # per job: events applied to the cache
         self._members: dict[str, tuple[int, int, set[str]]] = {}  # job -> (round, attempt, bound clients)
+        self._eligible: dict[str, tuple[str, tuple[str, ...]]] = {}  # client -> (profile JSON, classes admitting it)
+        self._classes_signature: tuple[str, ...] = ()
 
     async def refresh_states(self, _now: float = 0.0) -> None:
         """Re-read every active job's round. A job's entry that an event changed while the read was in
@@ -118,9 +122,34 @@ class SchedulerView:
         return Snapshot(self.policy.order(views, ctx), states, ctx)
 
     async def estimate_supply(self, window_s: float) -> dict[str, int]:
+        """Recent clients per eligibility class. Read and counted in slices, yielding to the event loop
+        between them, and a client's parsed profile and eligibility are remembered while its profile
+        and the classes stay the same, so a large population does not stall check-ins."""
         classes = {job.eligibility_key: job.spec.requirements.public for job in self._jobs.active()}
-        recent = await self._hot.recent_clients(time.time() - window_s)
-        self.supply = supply_by_class((profile.attributes() for profile, _ in recent), classes)
+        signature = tuple(sorted(classes))
+        if signature != self._classes_signature:
+            self._eligible.clear()
+            self._classes_signature = signature
+        counts = dict.fromkeys(classes, 0)
+        seen: dict[str, tuple[str, tuple[str, ...]]] = {}
+        since = time.time() - window_s
+        await self._hot.forget_clients_before(since)
+        async for rows in self._hot.recent_profiles_raw(since):
+            for client_id, raw in rows:
+                cached = self._eligible.get(client_id)
+                if cached is None or cached[0] != raw:
+                    try:
+                        attributes = ClientProfile.model_validate_json(raw).attributes()
+                    except ValueError:
+                        continue
+                    admitted = supply_by_class([attributes], classes)
+                    cached = (raw, tuple(key for key, n in admitted.items() if n))
+                seen[client_id] = cached
+                for key in cached[1]:
+                    counts[key] += 1
+            await asyncio.sleep(0)
+        self._eligible = seen  # clients no longer recent are forgotten
+        self.supply = counts
         return self.supply
 
 

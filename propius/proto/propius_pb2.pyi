@@ -301,6 +301,52 @@ class ReleaseResponse(_message.Message):
     released: bool
     def __init__(self, released: bool = ...) -> None: ...
 
+class ClientCall(_message.Message):
+    __slots__ = ("call_id", "check_in", "accept", "heartbeat", "release", "cancel")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECK_IN_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    check_in: CheckInRequest
+    accept: AcceptRequest
+    heartbeat: HeartbeatRequest
+    release: ReleaseRequest
+    cancel: bool
+    def __init__(self, call_id: _Optional[int] = ..., check_in: _Optional[_Union[CheckInRequest, _Mapping]] = ..., accept: _Optional[_Union[AcceptRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseRequest, _Mapping]] = ..., cancel: bool = ...) -> None: ...
+
+class ClientCalls(_message.Message):
+    __slots__ = ("calls",)
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    calls: _containers.RepeatedCompositeFieldContainer[ClientCall]
+    def __init__(self, calls: _Optional[_Iterable[_Union[ClientCall, _Mapping]]] = ...) -> None: ...
+
+class ClientReply(_message.Message):
+    __slots__ = ("call_id", "check_in", "accept", "heartbeat", "release", "status_code", "status_details")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECK_IN_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    check_in: CheckInResponse
+    accept: AcceptResponse
+    heartbeat: HeartbeatResponse
+    release: ReleaseResponse
+    status_code: int
+    status_details: str
+    def __init__(self, call_id: _Optional[int] = ..., check_in: _Optional[_Union[CheckInResponse, _Mapping]] = ..., accept: _Optional[_Union[AcceptResponse, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ..., release: _Optional[_Union[ReleaseResponse, _Mapping]] = ..., status_code: _Optional[int] = ..., status_details: _Optional[str] = ...) -> None: ...
+
+class ClientReplies(_message.Message):
+    __slots__ = ("replies",)
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    replies: _containers.RepeatedCompositeFieldContainer[ClientReply]
+    def __init__(self, replies: _Optional[_Iterable[_Union[ClientReply, _Mapping]]] = ...) -> None: ...
+
 class ListClientsRequest(_message.Message):
     __slots__ = ("active_within_s",)
     ACTIVE_WITHIN_S_FIELD_NUMBER: _ClassVar[int]

@@ -432,6 +432,11 @@ class ClientServiceStub(object):
                 request_serializer=propius_dot_proto_dot_propius__pb2.ListClientsRequest.SerializeToString,
                 response_deserializer=propius_dot_proto_dot_propius__pb2.ListClientsResponse.FromString,
                 _registered_method=True)
+        self.Multiplex = channel.stream_stream(
+                '/propius.v1.ClientService/Multiplex',
+                request_serializer=propius_dot_proto_dot_propius__pb2.ClientCalls.SerializeToString,
+                response_deserializer=propius_dot_proto_dot_propius__pb2.ClientReplies.FromString,
+                _registered_method=True)
 
 
 class ClientServiceServicer(object):
@@ -467,6 +472,12 @@ class ClientServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Multiplex(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClientServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -494,6 +505,11 @@ def add_ClientServiceServicer_to_server(servicer, server):
                     servicer.ListClients,
                     request_deserializer=propius_dot_proto_dot_propius__pb2.ListClientsRequest.FromString,
                     response_serializer=propius_dot_proto_dot_propius__pb2.ListClientsResponse.SerializeToString,
+            ),
+            'Multiplex': grpc.stream_stream_rpc_method_handler(
+                    servicer.Multiplex,
+                    request_deserializer=propius_dot_proto_dot_propius__pb2.ClientCalls.FromString,
+                    response_serializer=propius_dot_proto_dot_propius__pb2.ClientReplies.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -631,6 +647,33 @@ class ClientService(object):
             '/propius.v1.ClientService/ListClients',
             propius_dot_proto_dot_propius__pb2.ListClientsRequest.SerializeToString,
             propius_dot_proto_dot_propius__pb2.ListClientsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Multiplex(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/propius.v1.ClientService/Multiplex',
+            propius_dot_proto_dot_propius__pb2.ClientCalls.SerializeToString,
+            propius_dot_proto_dot_propius__pb2.ClientReplies.FromString,
             options,
             channel_credentials,
             insecure,
