@@ -43,10 +43,12 @@ from propius.simulator.workload import load_workload  # noqa: E402
 RESULTS = Path(__file__).parent / "results"
 POLICIES = ["fifo", "random", "srsf", "las", "fair-share", "irs", "propius"]
 ABLATIONS: dict[str, dict[str, Any]] = {
+    "propius +scarce_first": {"scarce_first": True},
+    "propius -doom_guard": {"doom_guard": False},
+    "propius -straggler_guard": {"straggler_guard": False},
     "propius -deadline_aware": {"deadline_aware": False},
     "propius -availability_aware": {"availability_aware": False},
     "propius -speed_tiers": {"speed_tiers": False},
-    "propius -merge": {"merge": False},
     "propius +admission": {"admission": True},
     "propius +adaptive_over_selection": {"adaptive_over_selection": True},
     "propius +aging_tau_s=7200": {"aging_tau_s": 7200.0},

@@ -62,6 +62,7 @@ class JobView:
     expected_results: float | None = None  # results + reliability-weighted bound clients still working
     recent_schedule_s: float | None = None  # smoothed scheduling delay of the job's last rounds
     recent_response_s: float | None = None  # smoothed response-collection time of the job's last rounds
+    opened_at: float | None = None  # when the current round attempt opened (RoundState.started_at)
 
     @property
     def open_slots(self) -> int:

@@ -1,40 +1,46 @@
-"""``propius``, the default policy: IRS's class-aware order, contention-aware admission, informed dispatch.
+"""``propius``, the default policy: smallest remaining service first, with informed, waste-avoiding dispatch.
 
-IRS (see :mod:`policies.irs`) decides which class and job a client should serve. What it does not
-ask is whether the bind will pay off. A bind that does not deliver costs twice: the client is blocked
-for nothing, and the round may miss its deadline and be run again. Measured on the policy-20jobs
-workload, most failed rounds under IRS are rounds that never got ``demand`` clients: a low-priority
-job receives a trickle of clients whenever the jobs ahead of it are full, and loses them (and the
-work they did) at its deadline. Each rule below is an option, so a benchmark can show what it buys.
+It reuses IRS's machinery (see :mod:`policies.irs`: the SRSF score, the class groups, speed-tier
+pinning) but asks, for every bind, whether the bind will pay off. A bind that does not deliver a
+counted result costs twice: the client is blocked for nothing, and when the jobs ahead open their
+next round that client is busy elsewhere. Profiled on policy-20jobs (15,000 clients, seed 0), about
+30 % of a job's JCT under IRS is spent in failed round attempts, most of them rounds of a job low in
+the order that received a trickle of clients and lost them (and their work) at the deadline; and
+IRS's scarce-class-first order made the strict-class jobs with the most remaining work overtake
+small jobs of the looser classes (plain SRSF beats IRS by 5 % there). Every rule is an option, so
+the benchmark can show what each buys (docs/policies.md):
 
-- ``speed_tiers`` (from IRS, on): pin a group's head job to the fastest learned speed tier when its
-  response collection dominates its scheduling delay.
-- ``admission`` (off by default: measured, it lengthens JCT, see docs/policies.md): jobs are
-  admitted in priority order while they fit. A job fits when the bind targets
-  of the admitted jobs that draw on no more clients than it (supply at most its own), its own
-  included, add up to at most ``admission_load x`` its class's supply. For nested classes that is
-  Hall's condition on the chain of classes, i.e. every admitted round can be filled at once. The
-  first job is always admitted; the others wait with no clients instead of a trickle, so their
-  rounds fail without wasting anyone, and start once the jobs ahead free their clients.
-- ``deadline_aware``: do not bind a client predicted (from its learned speed and bandwidth) to
+- ``scarce_first`` (off): IRS's class order, scarcest eligibility class first, with the
+  contention-aware ``merge``. Off, the jobs a client is eligible for are offered in one global
+  smallest-remaining-service order (IRS's ``score``), whatever their class.
+- ``speed_tiers`` (on, from IRS): pin the head job (of each class group, or of the global order) to
+  the fastest learned speed tier when its response collection dominates its scheduling delay.
+- ``deadline_aware`` (on): no bind predicted (from the client's learned speed and bandwidth) to
   finish after the round's deadline; it would only ever be a straggler.
-- ``availability_aware``: do not bind a client whose session is predicted (from its learned typical
-  session length) to end before the task would.
-- ``adaptive_over_selection``: stop offering a round once its expected results (results plus each
-  working client weighted by its learned reliability) reach ``demand + z x sqrt(demand)``, instead of
-  always filling ``demand x over_selection``. Off by default: measured, the later ``demand``-th result
-  costs more JCT than the saved binds win back (see docs/policies.md).
-
-- ``aging_tau_s`` (0 = off): starvation guard; the score (remaining service) is divided by
-  ``1 + age / aging_tau_s``, ``age`` being the time since the job registered, so a job's priority
-  rises the longer it waits. It reorders jobs inside a class group only (IRS's class order stays).
-- ``fill_first`` (off): inside a class group, offer rounds that already hold some clients before
-  empty ones, so started rounds fill and complete instead of being dribbled into and failed.
-
-Both are off by default: measured on policy-20jobs they did not help (see docs/policies.md).
+- ``availability_aware`` (on): no bind of a client whose session is predicted (from its learned
+  typical session length) to end before the task would.
+- ``doom_guard`` (on): wasted-work avoidance. Once a round has been open ``doom_min_s`` seconds, stop
+  feeding it when, at the rate it has bound clients so far, it cannot reach ``demand`` results
+  before its deadline; the client stays free for a round that will complete (the doomed round fails
+  without holding anyone and is re-run).
+- ``straggler_guard`` (on): once a round holds ``demand`` clients, bind a further (over-selected)
+  client only if it is predicted to deliver before the round is expected to close (its recent
+  scheduling delay plus ``1 + straggler_slack`` times its recent response time after opening); a
+  later result would be thrown away.
+- ``admission`` (off: measured, it lengthens JCT): jobs are admitted in priority order while they
+  fit. A job fits when the bind targets of the admitted jobs that draw on no more clients than it
+  (supply at most its own), its own included, add up to at most ``admission_load x`` its class's
+  supply (Hall's condition on a chain of nested classes). The first job is always admitted.
+- ``adaptive_over_selection`` (off: measured, the later ``demand``-th result costs more JCT than the
+  saved binds win back): stop offering a round once its expected results (results plus each working
+  client weighted by its learned reliability) reach ``demand + margin_z x sqrt(demand)``.
+- ``aging_tau_s`` (0 = off): starvation guard; the score is divided by ``1 + age / aging_tau_s``.
+- ``fill_first`` (off): inside a class group (the whole order when ``scarce_first`` is off), offer
+  rounds that already hold some clients before empty ones.
 
 Unknown estimates never exclude anyone: a client without history, or a snapshot without the
-optional fields (the live control plane today), gets plain IRS.
+optional fields (the live control plane today), gets the plain order (SRSF with the
+eligibility filter) without any of the informed rules.
 """
 
 from __future__ import annotations
@@ -70,6 +76,8 @@ class PropiusPolicy(IrsPolicy):
         self, merge: bool = True, speed_tiers: bool = True, admission: bool = False, admission_load: float = 1.0,
         deadline_aware: bool = True, availability_aware: bool = True, adaptive_over_selection: bool = False,
         margin_z: float = 1.0, aging_tau_s: float = 0.0, fill_first: bool = False,
+        scarce_first: bool = False, doom_guard: bool = True, doom_min_s: float = 60.0,
+        straggler_guard: bool = True, straggler_slack: float = 0.2,
     ) -> None:
         super().__init__(merge=merge, speed_tiers=speed_tiers)
         self.admission = admission
@@ -80,6 +88,11 @@ class PropiusPolicy(IrsPolicy):
         self.margin_z = margin_z
         self.aging_tau_s = aging_tau_s
         self.fill_first = fill_first
+        self.scarce_first = scarce_first
+        self.doom_guard = doom_guard
+        self.doom_min_s = doom_min_s
+        self.straggler_guard = straggler_guard
+        self.straggler_slack = straggler_slack
 
     @property
     def _reorders_groups(self) -> bool:  # type: ignore[override]
@@ -104,8 +117,39 @@ class PropiusPolicy(IrsPolicy):
     def rank_for_client(
         self, attributes: Mapping[str, AttributeValue], jobs: Sequence[JobView], ctx: SchedulingContext
     ) -> list[JobView]:
-        ranked = super().rank_for_client(attributes, jobs, ctx)
-        return [job for job in ranked if self._worth_binding(job, ctx.client, ctx.now)]
+        if self.scarce_first:
+            ranked = super().rank_for_client(attributes, jobs, ctx)
+        else:
+            ranked = list(jobs)
+            if self.speed_tiers and ranked and self._pinned_elsewhere(ranked[0], ctx):
+                ranked = ranked[1:]
+            ranked = self._order_group(ranked, ctx)
+        return [job for job in ranked if self._worth_binding(job, ctx.client, ctx.now)
+                and not (self.doom_guard and self._doomed(job, ctx.client, ctx.now))]
+
+    def _late(self, job: JobView, finish_at: float) -> bool:
+        """True when the round already holds ``demand`` clients and is expected to close before ``finish_at``."""
+        if job.bound < job.demand or job.opened_at is None:
+            return False
+        if job.recent_schedule_s is None or job.recent_response_s is None:
+            return False
+        filled_at = min(finish_at, job.opened_at + job.recent_schedule_s)
+        return finish_at > filled_at + (1.0 + self.straggler_slack) * job.recent_response_s
+
+    def _doomed(self, job: JobView, client: ClientEstimate | None, now: float) -> bool:
+        """True when the round, at the rate it has been binding clients, cannot reach ``demand`` in time."""
+        if job.opened_at is None or math.isinf(job.deadline_at):
+            return False
+        elapsed = now - job.opened_at
+        if elapsed < self.doom_min_s:
+            return False
+        have = job.expected_results if job.expected_results is not None else float(job.bound)
+        if have >= job.demand:
+            return False
+        task_s = client.task_s(job) if client is not None else None
+        left = max(0.0, job.deadline_at - now - (task_s or 0.0))
+        per_bind = have / job.bound if job.bound > 0 else 1.0
+        return have + job.bound / elapsed * left * per_bind < job.demand
 
     def _worth_binding(self, job: JobView, client: ClientEstimate | None, now: float) -> bool:
         if self.adaptive_over_selection and self._satisfied(job):
@@ -114,6 +158,8 @@ class PropiusPolicy(IrsPolicy):
         if task_s is None:
             return True
         if self.deadline_aware and now + task_s > min(job.deadline_at, now + job.execution_timeout_s):
+            return False
+        if self.straggler_guard and self._late(job, now + task_s):
             return False
         if self.availability_aware:
             available_s = client.available_for_s(now)

@@ -128,7 +128,7 @@ class SimJob:
                 self.target, self.bound, self.results, spec.rounds, self.rounds_done, self.key,
                 spec.requirements.public, supply, self.workload.model_size_kbit, self.workload.work_samples,
                 spec.execution_timeout_s, self.deadline_at, self.expected, self.recent_schedule_s,
-                self.recent_response_s,
+                self.recent_response_s, self.opened_at,
             )
         return self.view
 

@@ -80,3 +80,53 @@ def test_fill_first_prefers_a_started_round_inside_a_class(view: Callable[..., J
         "head", "started"]
     filling = PropiusPolicy(speed_tiers=False, fill_first=True)
     assert [j.job_id for j in filling.rank_for_client(CLIENT, [head, started], ctx)] == ["started", "head"]
+
+
+def test_global_order_by_default_scarce_class_first_as_an_option(view: Callable[..., JobView]) -> None:
+    # The IRS case of test_policy_irs: strict 1 queued / 10 clients > loose 2 / 100, no merge.
+    ctx = SchedulingContext(now=0.0, supply_by_class={"strict": 10, "loose": 100})
+    jobs = [
+        view("loose-small", eligibility_key="loose", rounds_total=1, demand=10),  # remaining 10
+        view("strict-big", eligibility_key="strict", rounds_total=5, demand=10),  # remaining 50
+        view("loose-big", eligibility_key="loose", rounds_total=9, demand=10),  # remaining 90
+    ]
+    default = PropiusPolicy(speed_tiers=False)
+    ordered = default.order(jobs, ctx)
+    assert [j.job_id for j in default.rank_for_client(CLIENT, ordered, ctx)] == [
+        "loose-small", "strict-big", "loose-big"]  # smallest remaining service, whatever the class
+    irs_like = PropiusPolicy(speed_tiers=False, scarce_first=True)
+    assert [j.job_id for j in irs_like.rank_for_client(CLIENT, ordered, ctx)] == [
+        "strict-big", "loose-small", "loose-big"]
+
+
+def test_doom_guard_stops_feeding_a_round_that_cannot_fill_in_time(view: Callable[..., JobView]) -> None:
+    # Opened at 0, deadline 300, demand 100; the client's task takes 120 s, so binds after 180 s are useless.
+    def round_(bound: int) -> JobView:
+        return view("j", demand=100, target=130, bound=bound, expected_results=float(bound), opened_at=0.0,
+                    deadline_at=300.0, **TASK)
+
+    policy = PropiusPolicy(straggler_guard=False)
+    # At 100 s with 20 binds (0.2/s): 20 + 0.2 x (300 - 100 - 120) = 36 < 100: doomed.
+    assert offered(policy, [round_(20)], SLOWISH, now=100.0) == []
+    # With 90 binds (0.9/s): 90 + 0.9 x 80 = 162 >= 100: worth feeding.
+    assert offered(policy, [round_(90)], SLOWISH, now=100.0) == ["j"]
+    # Before doom_min_s (60 s) a round is never judged, even with no binds yet.
+    assert offered(policy, [round_(0)], SLOWISH, now=50.0) == ["j"]
+    assert offered(PropiusPolicy(doom_guard=False), [round_(20)], SLOWISH, now=100.0) == ["j"]
+    # A snapshot without the round's open time (the live control plane today) never excludes anyone.
+    assert offered(policy, [view("j", demand=100, bound=20, deadline_at=300.0, **TASK)], SLOWISH, now=100.0) == ["j"]
+
+
+def test_straggler_guard_skips_over_selected_binds_that_would_land_after_the_close(
+    view: Callable[..., JobView],
+) -> None:
+    # Recent rounds: 50 s to fill, 100 s to collect; slack 0.2: expected close at 50 + 1.2 x 100 = 170 s.
+    def round_(bound: int) -> JobView:
+        return view("j", demand=10, target=13, bound=bound, opened_at=0.0, deadline_at=300.0,
+                    recent_schedule_s=50.0, recent_response_s=100.0, **TASK)
+
+    policy = PropiusPolicy(doom_guard=False)
+    assert offered(policy, [round_(10)], SLOWISH, now=40.0) == ["j"]  # 40 + 120 = 160 <= 170
+    assert offered(policy, [round_(10)], SLOWISH, now=60.0) == []  # 180 > 170: a thrown-away result
+    assert offered(policy, [round_(9)], SLOWISH, now=60.0) == ["j"]  # still short of demand: needed
+    assert offered(PropiusPolicy(doom_guard=False, straggler_guard=False), [round_(10)], SLOWISH, now=60.0) == ["j"]
