@@ -45,8 +45,10 @@ class CheckInResult:
     retry_after_s: float
 
 
-def make_offer_id(job_id: str, round_: int, attempt: int) -> str:
-    return f"{job_id}.{round_}.{attempt}.{uuid.uuid4().hex}"
+def make_offer_id(job_id: str, round_: int, attempt: int, nonce: str | None = None) -> str:
+    """``nonce``: random; one per check-in is enough, its offers differ by job (and an offer is only
+    good with the session it was made in)."""
+    return f"{job_id}.{round_}.{attempt}.{nonce or uuid.uuid4().hex}"
 
 
 def parse_offer_id(offer_id: str) -> tuple[str, int, int]:
@@ -101,12 +103,13 @@ class Binder:
         views = [view for view in snap.views if not self._view.bound_to(view.job_id, client_id)]
         chosen = offer_candidates(attributes, views, self._view.policy, snap.ctx, max_offers)
         expires = time.time() + self._settings.offer_ttl_s
+        nonce = uuid.uuid4().hex
         offers = []
         for view in chosen:
             job = self._jobs.cached(view.job_id)
             if job is not None:
                 state = snap.states[view.job_id]
-                offers.append(Offer(make_offer_id(job.job_id, state.round, state.attempt), job, state, expires))
+                offers.append(Offer(make_offer_id(job.job_id, state.round, state.attempt, nonce), job, state, expires))
         return offers
 
     def _retry_after(self) -> float:

@@ -349,7 +349,7 @@ class HotState:
         stored = await self.redis.get(client_key(self.prefix, client_id, "session"))
         return stored is not None and secrets.compare_digest(stored, token_hash(token))
 
-    async def recent_profiles_raw(self, since: float, chunk: int = 2000) -> AsyncIterator[list[tuple[str, str]]]:
+    async def recent_profiles_raw(self, since: float, chunk: int = 500) -> AsyncIterator[list[tuple[str, str]]]:
         """(client_id, profile JSON) of the clients seen since ``since``, ``chunk`` at a time, so that a
         large population is read in slices between which the event loop serves requests."""
         seen_key = global_key(self.prefix, "clients", "seen")

@@ -26,6 +26,8 @@ from propius.specs import ClientProfile
 
 __all__ = ["Scheduler", "SchedulerView", "Snapshot"]
 
+_SNAPSHOT_MAX_AGE_S = 0.05
+
 log = logging.getLogger(__name__)
 
 
@@ -62,12 +64,14 @@ class SchedulerView:
         self._jobs = jobs
         self.policy = policy
         self._seed = seed
-        self.supply: dict[str, int] = {}
+        self._supply: dict[str, int] = {}
         self._states: dict[str, RoundState] = {}
         self._changes: dict[str, int] = {}  # per job: events applied to the cache
         self._members: dict[str, tuple[int, int, set[str]]] = {}  # job -> (round, attempt, bound clients)
         self._eligible: dict[str, tuple[str, tuple[str, ...]]] = {}  # client -> (profile JSON, classes admitting it)
         self._classes_signature: tuple[str, ...] = ()
+        self._version = 0  # bumped by every change a snapshot depends on
+        self._snapshot: tuple[tuple[int, tuple[int, ...]], float, Snapshot] | None = None
 
     async def refresh_states(self, _now: float = 0.0) -> None:
         """Re-read every active job's round. A job's entry that an event changed while the read was in
@@ -79,6 +83,7 @@ class SchedulerView:
             if before.get(job_id) != count and job_id in self._states:
                 states[job_id] = self._states[job_id]
         self._states = states
+        self._version += 1
 
     def on_event(self, event: Event) -> None:
         if event.state is not None:
@@ -101,6 +106,7 @@ class SchedulerView:
             self._states.pop(event.job_id, None)
             self._changes.pop(event.job_id, None)
             self._members.pop(event.job_id, None)
+            self._version += 1
 
     def bound_to(self, job_id: str, client_id: str) -> bool:
         """Whether the client is already bound to the job's open round (as far as events told)."""
@@ -108,17 +114,41 @@ class SchedulerView:
         return (state is not None and known is not None and known[:2] == (state.round, state.attempt)
                 and client_id in known[2])
 
+    @property
+    def supply(self) -> dict[str, int]:
+        """Recent clients per eligibility class (see :meth:`estimate_supply`)."""
+        return self._supply
+
+    @supply.setter
+    def supply(self, value: dict[str, int]) -> None:
+        self._supply = value
+        self._version += 1
+
     def _changed(self, job_id: str) -> None:
         self._changes[job_id] = self._changes.get(job_id, 0) + 1
+        self._version += 1
 
     def snapshot(self) -> Snapshot:
-        active = {job.job_id: job for job in self._jobs.active()}
+        """The ordered view; rebuilt when a round state, the active jobs or the supply changed (or after
+        ``_SNAPSHOT_MAX_AGE_S``, for policies that age), else shared by the check-ins in between."""
+        jobs = self._jobs.active()
+        key = (self._version, tuple(map(id, jobs)))
+        now = time.time()
+        cached = self._snapshot
+        if cached is not None and cached[0] == key and now - cached[1] < _SNAPSHOT_MAX_AGE_S:
+            return cached[2]
+        snapshot = self._build_snapshot(jobs, now)
+        self._snapshot = (key, now, snapshot)
+        return snapshot
+
+    def _build_snapshot(self, jobs: list[ActiveJob], now: float) -> Snapshot:
+        active = {job.job_id: job for job in jobs}
         states = {job_id: s for job_id, s in self._states.items() if s.state == "open" and job_id in active}
         views = [
             job_view(active[job_id], state, self.supply.get(active[job_id].eligibility_key, 0))
             for job_id, state in states.items()
         ]
-        ctx = SchedulingContext(now=time.time(), supply_by_class=dict(self.supply), seed=self._seed)
+        ctx = SchedulingContext(now=now, supply_by_class=dict(self.supply), seed=self._seed)
         return Snapshot(self.policy.order(views, ctx), states, ctx)
 
     async def estimate_supply(self, window_s: float) -> dict[str, int]:
