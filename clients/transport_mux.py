@@ -36,6 +36,23 @@ def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details)
 
 
+MAX_BATCH_BYTES = 1 << 20  # well under the server's receive limit
+
+
+def _take_batch(outbox: list[pb.ClientCall]) -> list[pb.ClientCall]:
+    """Remove and return the calls for one message: all of them, or as many as fit MAX_BATCH_BYTES."""
+    size = 0
+    for i, call in enumerate(outbox):
+        size += call.ByteSize() + 8
+        if size > MAX_BATCH_BYTES and i > 0:
+            batch = outbox[:i]
+            del outbox[:i]
+            return batch
+    batch = outbox[:]
+    outbox.clear()
+    return batch
+
+
 class _Stream:
     """One open Multiplex call: a sender of call batches and a receiver that resolves the callers' futures."""
 
@@ -59,8 +76,7 @@ class _Stream:
                 await self._wake.wait()
                 self._wake.clear()
                 while self.outbox:
-                    batch, self.outbox = self.outbox, []
-                    await self.call.write(pb.ClientCalls(calls=batch))
+                    await self.call.write(pb.ClientCalls(calls=_take_batch(self.outbox)))
         except asyncio.CancelledError:
             raise
         except grpc.aio.AioRpcError as error:

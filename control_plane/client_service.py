@@ -138,6 +138,23 @@ class ClientService(pb_grpc.ClientServiceServicer):
         )
 
 
+MAX_BATCH_BYTES = 1 << 20  # well under gRPC's default 4 MiB receive limit
+
+
+def _take_batch(ready: list[pb.ClientReply]) -> list[pb.ClientReply]:
+    """Remove and return the replies for one message: all of them, or as many as fit MAX_BATCH_BYTES."""
+    size = 0
+    for i, reply in enumerate(ready):
+        size += reply.ByteSize() + 8
+        if size > MAX_BATCH_BYTES and i > 0:
+            batch = ready[:i]
+            del ready[:i]
+            return batch
+    batch = ready[:]
+    ready.clear()
+    return batch
+
+
 class _Multiplexer:
     """One Multiplex stream: a reader that starts a task per call, and this writer of reply batches."""
 
@@ -159,8 +176,7 @@ class _Multiplexer:
                 await self._wake.wait()
                 self._wake.clear()
                 while self._ready:
-                    batch, self._ready = self._ready, []
-                    await self._context.write(pb.ClientReplies(replies=batch))
+                    await self._context.write(pb.ClientReplies(replies=_take_batch(self._ready)))
         finally:
             reader.cancel()
             for task in list(self._tasks.values()):

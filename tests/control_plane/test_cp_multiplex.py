@@ -177,3 +177,17 @@ async def test_calls_in_flight_fail_unavailable_when_the_server_goes_and_work_ag
     finally:
         await mux.close()
         await channel.close()
+
+
+async def test_large_batches_are_split_into_messages_of_bounded_size(stubs, mux, monkeypatch):
+    import clients.transport_mux
+    import control_plane.client_service
+
+    monkeypatch.setattr(control_plane.client_service, "MAX_BATCH_BYTES", 600)
+    monkeypatch.setattr(clients.transport_mux, "MAX_BATCH_BYTES", 200)
+    job_id, token = await stubs.register(name="mux-split", demand=100)
+    await stubs.start_round(job_id, token)
+    assert (await stubs.check_in("warm", wait_s=2.0)).offers
+    checkins = await asyncio.gather(*(mux.CheckIn(pb.CheckInRequest(profile=profile(f"s{i}"))) for i in range(60)))
+    assert [checkin.client_id for checkin in checkins] == [f"s{i}" for i in range(60)]
+    assert all(checkin.offers[0].job_id == job_id for checkin in checkins)
