@@ -1,11 +1,20 @@
 """Binding throughput: N simulated clients check in and bind against K jobs over gRPC loopback.
 
 The control plane runs as its own process (``propius up``) on the real Redis; this process is the load:
-asyncio clients in ``--load-procs`` processes, each client doing CheckIn then Accept of its first offer,
-``--concurrency`` in flight in all.
-Reports binds/s and p50/p99 latency of check-in and accept, and writes JSON.
+asyncio clients in ``--load-procs`` processes, each client doing CheckIn (its own profile, session and
+offers) then Accept of its first offer, ``--concurrency`` clients in flight in all. Transports:
 
-    python benchmarks/bind_throughput.py --clients 1000 10000 --jobs 4
+- ``mux``: each load process is a client daemon hosting its clients, whose calls share one
+  ``ClientService.Multiplex`` stream (what ``propius-client`` does); every call is still answered
+  one by one, with the same checks and the same atomic bind as the unary RPCs;
+- ``unary``: one CheckIn and one Accept RPC per client.
+
+Reports binds/s (first check-in to last accept), p50/p99 latency of check-in and accept, and the CPU
+milliseconds per bind of the control plane, the load processes and Redis (what a bind costs, whatever
+else the machine is doing), for each run and as medians over ``--repeat`` runs; writes JSON.
+
+    python benchmarks/bind_throughput.py --clients 1000 10000 --load-procs 2 --concurrency 64 \
+        --transport mux unary --repeat 3
 """
 
 from __future__ import annotations
@@ -115,7 +124,7 @@ async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[st
 
 def worker_main(args: argparse.Namespace) -> None:
     """A load process started by main(): prints its raw measurements as JSON on stdout."""
-    print(json.dumps(asyncio.run(load(args.clients[0], args.jobs, args.concurrency, args.address, args.transport))))
+    print(json.dumps(asyncio.run(load(args.clients[0], args.jobs, args.concurrency, args.address, args.transport[0]))))
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -150,7 +159,7 @@ def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_
     workers = [
         subprocess.Popen([sys.executable, __file__, "--worker", "--clients", str(min(per, n - i * per)),
                           "--jobs", str(args.jobs), "--concurrency", str(args.concurrency // args.load_procs),
-                          "--transport", args.transport,
+                          "--transport", args.transport_now,
                           "--address", *addresses], stdout=subprocess.PIPE, text=True)
         for i in range(args.load_procs)
     ]
@@ -175,7 +184,7 @@ def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_
     bound = outcomes.get("bound", 0)
     pct = lambda values, q: round(float(np.percentile(values, q)), 3)  # noqa: E731
     return {
-        "clients": n, "transport": args.transport, "jobs": args.jobs, "concurrency": args.concurrency,
+        "clients": n, "transport": args.transport_now, "jobs": args.jobs, "concurrency": args.concurrency,
         "shards": len(addresses),
         "load_processes": args.load_procs, "wall_s": round(wall, 3),
         "wall_with_process_startup_s": round(wall_with_startup, 3), "binds": bound,
@@ -198,9 +207,10 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=1, help="control-plane processes sharing Redis")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--load-procs", type=int, default=1, help="load-generator processes")
-    parser.add_argument("--transport", choices=["mux", "unary"], default="mux",
+    parser.add_argument("--transport", choices=["mux", "unary"], nargs="+", default=["mux"],
                         help="mux: each load process multiplexes its clients' calls on one stream, like "
                              "propius-client; unary: one RPC per call")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per (transport, N); medians are reported")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bind_throughput.json"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--address", nargs="+", help=argparse.SUPPRESS)
@@ -211,35 +221,67 @@ def main() -> None:
 
     redis.Redis.from_url(args.redis_url).ping()
     results = []
-    for n in args.clients:
-        prefix = f"bench{uuid.uuid4().hex[:8]}"
-        data_dir = Path(tempfile.mkdtemp(prefix="propius-bench-"))
-        ports = [free_port() for _ in range(args.shards)]
-        processes = [start_control_plane(args.redis_url, prefix, port, data_dir, i) for i, port in enumerate(ports)]
-        addresses = [f"127.0.0.1:{port}" for port in ports]
-        try:
-            result = run_scenario(n, args, addresses, [process.pid for process in processes])
-        finally:
-            for process in processes:
-                process.terminate()
-                process.wait(60)
-            client = redis.Redis.from_url(args.redis_url)
-            keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-            for i in range(0, len(keys), 1000):
-                client.delete(*keys[i: i + 1000])
-        results.append(result)
-        print(f"N={n} {args.transport} K={args.jobs} shards={args.shards} load procs={args.load_procs}: "
-              f"{result['binds_per_s']:.1f} binds/s, "
-              f"check-in p50 {result['checkin_ms']['p50']} ms p99 {result['checkin_ms']['p99']} ms, "
-              f"accept p50 {result['accept_ms']['p50']} ms p99 {result['accept_ms']['p99']} ms, "
-              f"outcomes {result['outcomes']}; CPU ms/bind {result['cpu_ms_per_bind']}; "
-              f"load {result['loadavg_1m']}")
+    for transport in args.transport:
+        for n in args.clients:
+            for run in range(args.repeat):
+                result = run_once(n, transport, args)
+                result["run"] = run
+                results.append(result)
+                print(f"N={n} {transport} K={args.jobs} shards={args.shards} load procs={args.load_procs} "
+                      f"run {run + 1}/{args.repeat}: {result['binds_per_s']:.1f} binds/s, "
+                      f"check-in p50 {result['checkin_ms']['p50']} ms p99 {result['checkin_ms']['p99']} ms, "
+                      f"accept p50 {result['accept_ms']['p50']} ms p99 {result['accept_ms']['p99']} ms, "
+                      f"outcomes {result['outcomes']}; CPU ms/bind {result['cpu_ms_per_bind']}; "
+                      f"load avg {result['loadavg_1m']}", flush=True)
+    summary = summarize(results)
+    for row in summary:
+        print(f"median of {row['runs']} runs, N={row['clients']} {row['transport']}: {row['binds_per_s']} binds/s, "
+              f"check-in p50 {row['checkin_ms']['p50']} p99 {row['checkin_ms']['p99']} ms, "
+              f"accept p50 {row['accept_ms']['p50']} p99 {row['accept_ms']['p99']} ms, "
+              f"control-plane CPU {row['control_plane_cpu_ms_per_bind']} ms/bind")
     report = {"benchmark": "bind_throughput", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-              "redis_url": args.redis_url, "results": results}
+              "command": " ".join(sys.argv), "redis_url": args.redis_url, "medians": summary, "runs": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
     print(f"wrote {args.out}")
+
+
+def run_once(n: int, transport: str, args: argparse.Namespace) -> dict:
+    """One scenario on a fresh control plane and key prefix."""
+    args.transport_now = transport
+    prefix = f"bench{uuid.uuid4().hex[:8]}"
+    data_dir = Path(tempfile.mkdtemp(prefix="propius-bench-"))
+    ports = [free_port() for _ in range(args.shards)]
+    processes = [start_control_plane(args.redis_url, prefix, port, data_dir, i) for i, port in enumerate(ports)]
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    try:
+        return run_scenario(n, args, addresses, [process.pid for process in processes])
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(60)
+        client = redis.Redis.from_url(args.redis_url)
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        for i in range(0, len(keys), 1000):
+            client.delete(*keys[i: i + 1000])
+
+
+def summarize(results: list[dict]) -> list[dict]:
+    """Medians per (transport, N) over the repeated runs."""
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for result in results:
+        groups.setdefault((result["transport"], result["clients"]), []).append(result)
+    median = lambda values: round(float(np.median(values)), 3)  # noqa: E731
+    return [
+        {"transport": transport, "clients": n, "runs": len(runs),
+         "binds_per_s": median([r["binds_per_s"] for r in runs]),
+         "checkin_ms": {q: median([r["checkin_ms"][q] for r in runs]) for q in ("p50", "p99")},
+         "accept_ms": {q: median([r["accept_ms"][q] for r in runs]) for q in ("p50", "p99")},
+         "control_plane_cpu_ms_per_bind": median([r["cpu_ms_per_bind"]["control_plane"] for r in runs]),
+         "load_generator_cpu_ms_per_bind": median([r["cpu_ms_per_bind"]["load_generator"] for r in runs]),
+         "loadavg_1m": [r["loadavg_1m"]["before"] for r in runs]}
+        for (transport, n), runs in groups.items()
+    ]
 
 
 if __name__ == "__main__":

@@ -191,3 +191,38 @@ async def test_large_batches_are_split_into_messages_of_bounded_size(stubs, mux,
     checkins = await asyncio.gather(*(mux.CheckIn(pb.CheckInRequest(profile=profile(f"s{i}"))) for i in range(60)))
     assert [checkin.client_id for checkin in checkins] == [f"s{i}" for i in range(60)]
     assert all(checkin.offers[0].job_id == job_id for checkin in checkins)
+
+
+async def test_daemon_devices_bind_again_after_a_control_plane_restart(planes, stub_factory, wait_for, tmp_path):
+    """propius-client's devices share one Multiplex stream; a restarted control plane gets a new one."""
+    from clients.daemon import run_devices
+    from clients.device import AgentConfig
+    from clients.identity import simulated_devices
+
+    first = await planes.start()
+    port = first.port
+    stubs = await stub_factory(first.address)
+    job_id, token = await stubs.register(name="mux-restart", demand=2, over_selection=1.0)
+    stop = asyncio.Event()
+    devices = simulated_devices(3, 0, seed=3, state_dir=tmp_path / "devices")
+    config = AgentConfig(wait_s=1.0, idle_retry_s=0.05, backoff_initial_s=0.05, backoff_cap_s=0.3)
+    serving = asyncio.create_task(run_devices(first.address, devices, stop=stop, max_tasks=None, config=config))
+    try:
+        async def polling(plane) -> bool:
+            return len(plane.binder.waiting) >= 1
+
+        await wait_for(lambda: polling(first), what="devices long-polling the first plane")
+        await planes.stop(first)
+        second = await planes.start(port=port)
+        stubs = await stub_factory(second.address)
+        await stubs.start_round(job_id, token)
+
+        async def bound() -> bool:
+            state = await second.hot.round(job_id)
+            return state is not None and state.bound >= 2
+
+        await wait_for(bound, timeout_s=10.0, what="the daemon's devices to bind on the restarted plane")
+        assert not serving.done()
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 30)
