@@ -252,9 +252,12 @@ def run_once(n: int, transport: str, args: argparse.Namespace) -> dict:
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     data_dir = Path(tempfile.mkdtemp(prefix="propius-bench-"))
     ports = [free_port() for _ in range(args.shards)]
-    processes = [start_control_plane(args.redis_url, prefix, port, data_dir, i) for i, port in enumerate(ports)]
     addresses = [f"127.0.0.1:{port}" for port in ports]
+    processes = []
     try:
+        for i, port in enumerate(ports):  # one after the other: shards share the database's schema creation
+            processes.append(start_control_plane(args.redis_url, prefix, port, data_dir, i))
+            asyncio.run(wait_ready(addresses[i]))
         return run_scenario(n, args, addresses, [process.pid for process in processes])
     finally:
         for process in processes:
