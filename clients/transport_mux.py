@@ -116,6 +116,10 @@ class _Stream:
             if not future.done():
                 future.set_exception(self.closed)
         self.call.cancel()
+        current = asyncio.current_task()
+        for task in self._tasks:  # the other half of a dead stream must not wait forever
+            if task is not current:
+                task.cancel()
 
     async def close(self) -> None:
         if self.closed is None:
