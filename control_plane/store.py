@@ -241,9 +241,14 @@ def _record(cls: type[_R], row: _Base) -> _R:
     return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})  # type: ignore[arg-type]
 
 
+def _shallow(record: Any) -> dict[str, Any]:
+    """A flat record's fields (``asdict`` deep-copies, several times slower on the journal's batches)."""
+    return {field.name: getattr(record, field.name) for field in fields(record)}
+
+
 def _insert_values(record: Any) -> dict[str, Any]:
     """A record as insert parameters, leaving a database-assigned id to the database."""
-    values = asdict(record)
+    values = _shallow(record)
     if values.get("id") is None:
         values.pop("id", None)
     return values
@@ -374,7 +379,7 @@ class Store:
                 num_samples=bindparam("k_num_samples"),
             )
         )
-        params = [{f"k_{name}": value for name, value in asdict(row).items()} for row in updates]
+        params = [{f"k_{name}": value for name, value in _shallow(row).items()} for row in updates]
         with self._session.begin() as session:
             session.connection().execute(statement, params)
 
