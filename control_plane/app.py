@@ -24,7 +24,7 @@ from control_plane.job_service import JobService
 from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
 from control_plane.metrics import Metrics
-from control_plane.redis_pipe import RedisPipe
+from control_plane.redis_pipe import RedisPipe, pipe_supported
 from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
 from control_plane.store import Store
@@ -64,7 +64,8 @@ class ControlPlane:
         self.raw_redis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
             settings.redis_url, max_connections=settings.redis_connections, timeout=30))
         self.store = Store(settings.resolved_database_url())
-        self.pipe = RedisPipe(settings.redis_url)  # lean connection for check-ins and binds
+        # A lean connection for check-ins and binds (redis-py does those for TLS URLs)
+        self.pipe = RedisPipe(settings.redis_url) if pipe_supported(settings.redis_url) else None
         self.hot = HotState(self.redis, settings.key_prefix, keep_s=settings.blob_ttl_s, pipe=self.pipe)
         self.bus = EventBus(self.redis, self.hot.events_channel)
         self.jobs = JobRegistry(self.store)
@@ -125,7 +126,8 @@ class ControlPlane:
         with contextlib.suppress(Exception):
             await self.journal.flush()
         await self.bus.stop()
-        self.pipe.close()
+        if self.pipe is not None:
+            self.pipe.close()
         await self.redis.aclose()
         await self.raw_redis.aclose()
         self.store.close()

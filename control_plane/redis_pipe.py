@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
-import ssl
 from typing import Any
 
 import hiredis
@@ -24,7 +23,7 @@ from redis.asyncio.connection import SSLConnection, parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
-__all__ = ["RedisPipe"]
+__all__ = ["RedisPipe", "pipe_supported"]
 
 
 class _Pending:
@@ -68,6 +67,11 @@ class _Protocol(asyncio.Protocol):
         self._pipe._lost(self, RedisConnectionError(f"connection to redis lost: {exc or 'closed'}"))
 
 
+def pipe_supported(url: str) -> bool:
+    """Plain TCP and unix sockets; TLS URLs (with their certificate options) stay on redis-py."""
+    return url.startswith(("redis://", "unix://"))
+
+
 class RedisPipe:
     """``await pipe.execute_many([(cmd, *args), ...])`` -> replies (``ResponseError`` instances for errors)."""
 
@@ -76,7 +80,8 @@ class RedisPipe:
         self._host = kwargs.get("host", "127.0.0.1")
         self._port = kwargs.get("port", 6379)
         self._path = kwargs.get("path")
-        self._ssl = kwargs.get("connection_class") is SSLConnection
+        if kwargs.get("connection_class") is SSLConnection:
+            raise ValueError("RedisPipe speaks plain TCP or unix sockets; use redis-py for rediss:// URLs")
         self._auth = [a for a in (kwargs.get("username"), kwargs.get("password")) if a]
         self._db = int(kwargs.get("db", 0) or 0)
         self._timeout_s = timeout_s
@@ -152,8 +157,7 @@ class RedisPipe:
             if self._path:
                 _, protocol = await loop.create_unix_connection(lambda: _Protocol(self), self._path)
             else:
-                context = ssl.create_default_context() if self._ssl else None
-                _, protocol = await loop.create_connection(lambda: _Protocol(self), self._host, self._port, ssl=context)
+                _, protocol = await loop.create_connection(lambda: _Protocol(self), self._host, self._port)
         except OSError as error:
             raise RedisConnectionError(f"cannot connect to redis: {error}") from error
         self._protocol = protocol

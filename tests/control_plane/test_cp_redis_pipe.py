@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import pytest
@@ -71,3 +72,39 @@ async def test_a_reply_that_never_comes_times_out(redis_url, key_prefix):
         assert await slow.execute("PING") == "PONG"
     finally:
         slow.close()
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["pipe", "redis-py"])
+async def test_hot_state_offers_and_bind_on_either_path(redis_url, key_prefix, lean):
+    """The check-in writes and the bind script behave the same through the pipe and through redis-py
+    (which serves rediss:// URLs): an offer binds once, only for its client and session, never past the target."""
+    from control_plane.binding import make_offer_id
+    from control_plane.hot_state import HotState
+    from propius.specs import ClientProfile
+
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    pipe = RedisPipe(redis_url) if lean else None
+    hot = HotState(client, key_prefix, pipe=pipe)
+    try:
+        now = time.time()
+        state = await hot.open_round("job1", round_=0, attempt=0, demand=1, target=1, min_results=1,
+                                     started_at=now, deadline_at=now + 60)
+        tokens, offers = {}, {}
+        for name in ("a", "b", "ü-c"):
+            offers[name] = make_offer_id("job1", 0, 0)
+            tokens[name] = await hot.check_in(ClientProfile(client_id=name), now, 60, [(offers[name], state)], 30)
+        assert await hot.session_valid("a", tokens["a"]) and not await hot.session_valid("a", tokens["b"])
+
+        with pytest.raises(PermissionError):
+            await hot.bind("job1", offers["a"], "a", 0, 0, 10, tokens["b"])  # another session's token
+        assert (await hot.bind("job1", offers["a"], "b", 0, 0, 10, tokens["b"])).reason == "offer_not_yours"
+        assert (await hot.bind("job1", "job1.0.0.nope", "a", 0, 0, 10, tokens["a"])).reason == "offer_expired"
+        first = await hot.bind("job1", offers["ü-c"], "ü-c", 0, 0, 10, tokens["ü-c"])
+        assert first.bound and first.deadline_at == pytest.approx(now + 60)
+        assert (await hot.bind("job1", offers["a"], "a", 0, 0, 10, tokens["a"])).reason == "round_full"
+        assert (await hot.round("job1")).bound == 1
+        assert await hot.members("job1", 0, 0) == {"ü-c"}
+    finally:
+        if pipe is not None:
+            pipe.close()
+        await client.aclose()
