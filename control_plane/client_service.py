@@ -217,7 +217,8 @@ class _Multiplexer:
             code, message = error_status(error)
             reply = pb.ClientReply(call_id=call_id, status_code=code.value[0], status_details=message)
         finally:
-            self._tasks.pop(call_id, None)
+            if self._tasks.get(call_id) is asyncio.current_task():
+                del self._tasks[call_id]
         self._reply(reply)
 
     def _reply(self, reply: pb.ClientReply) -> None:
