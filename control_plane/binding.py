@@ -155,7 +155,7 @@ class Binder:
         if freed:
             self._journal.finished(job_id, round_, state.attempt, client_id, "released")
             await self._bus.publish(
-                Event("client_released", job_id, round_, state.attempt, client_id, slots=freed, bound=bound)
+                Event("client_released", job_id, round_, state.attempt, client_id, slots=1, bound=bound)
             )
         return bool(freed)
 
@@ -169,13 +169,12 @@ class Binder:
             if not expired:
                 continue
             freed, bound = await self._hot.unbind(job_id, state.round, state.attempt, expired)
-            for client_id in expired:
+            dropped += len(freed)
+            self._metrics.dropouts.inc(len(freed))
+            for client_id in freed:  # one event each, naming the client (a job's server may track its clients)
                 self._journal.finished(job_id, state.round, state.attempt, client_id, "dropped")
-            if freed:
-                dropped += freed
-                self._metrics.dropouts.inc(freed)
                 await self._bus.publish(
-                    Event("client_dropped", job_id, state.round, state.attempt, slots=freed, bound=bound)
+                    Event("client_dropped", job_id, state.round, state.attempt, client_id, slots=1, bound=bound)
                 )
         return dropped
 

@@ -117,19 +117,19 @@ return {1, 'bound', r[6], r[7]}
 """
 
 # Free the slot of clients that are bound but have not delivered (lease expiry or release).
-# KEYS: round hash, members, leases. ARGV: round, attempt, client...
+# KEYS: round hash, members, leases. ARGV: round, attempt, client... Returns {bound after or -1, freed client...}.
 _UNBIND = """
 local r = redis.call('HMGET', KEYS[1], 'round', 'attempt', 'state')
 if r[1] ~= ARGV[1] or r[2] ~= ARGV[2] then return 0 end
-local freed = 0
+local reply = {-1}
 for i = 3, #ARGV do
   if redis.call('ZREM', KEYS[3], ARGV[i]) == 1 then
     redis.call('SREM', KEYS[2], ARGV[i])
-    freed = freed + 1
+    reply[#reply + 1] = ARGV[i]
   end
 end
-if freed > 0 and r[3] == 'open' then return {freed, redis.call('HINCRBY', KEYS[1], 'bound', -freed)} end
-return {freed, -1}
+if #reply > 1 and r[3] == 'open' then reply[1] = redis.call('HINCRBY', KEYS[1], 'bound', 1 - #reply) end
+return reply
 """
 
 # KEYS: round hash, leases. ARGV: round, attempt, client, new_deadline
@@ -303,10 +303,10 @@ class HotState:
         )
         return bool(alive)
 
-    async def unbind(self, job_id: str, round_: int, attempt: int, client_ids: list[str]) -> tuple[int, int]:
-        """Free the slots of clients that hold a lease: (slots freed, bound count after, or -1)."""
+    async def unbind(self, job_id: str, round_: int, attempt: int, client_ids: list[str]) -> tuple[list[str], int]:
+        """Free the slots of clients that hold a lease: (the clients freed, bound count after, or -1)."""
         if not client_ids:
-            return 0, -1
+            return [], -1
         reply = await self._unbind(
             keys=[
                 self._round_key(job_id), self._members_key(job_id, round_, attempt),
@@ -315,8 +315,8 @@ class HotState:
             args=[round_, attempt, *client_ids],
         )
         if not isinstance(reply, list):  # the round moved on
-            return 0, -1
-        return int(reply[0]), int(reply[1])
+            return [], -1
+        return [str(client) for client in reply[1:]], int(reply[0])
 
     async def expired_leases(self, job_id: str, round_: int, attempt: int, now: float) -> list[str]:
         return list(await self.redis.zrangebyscore(self._leases_key(job_id, round_, attempt), "-inf", now))

@@ -254,18 +254,17 @@ class Driver:
         wave = self._wave
         if wave is None or wave.closing:
             return
-        if self._apply(wave, event):
-            await self._account_drops(wave)
+        self._apply(wave, event)
         await self._notify()
         if event.kind in ("round_closed", "round_failed") and event.round.round == wave.round:
             self._spawn(self._close(wave))
         else:
             await self._settle(wave)
 
-    def _apply(self, wave: Wave, event: pb.JobEvent) -> bool:
-        """Fold one event into the wave; True when drops may need accounting."""
+    def _apply(self, wave: Wave, event: pb.JobEvent) -> None:
+        """Fold one event into the wave."""
         if event.at_unix < wave.started_unix:
-            return False
+            return
         client = event.client_id
         if event.kind == "client_bound":
             wave.bound.setdefault(client, node_id_for(client))
@@ -273,25 +272,9 @@ class Driver:
             wave.delivered.add(client)
         elif event.kind == "client_released" and client in wave.bound:
             wave.released.add(client)
-        elif event.kind == "client_dropped":
-            wave.drop_seen = True
-        return wave.drop_seen and event.kind in ("client_dropped", "client_released", "update_accepted")
-
-    async def _account_drops(self, wave: Wave) -> None:
-        """Mark undecided clients dropped when the round's bound count says they all are.
-
-        A drop event does not say whom it dropped. Every client this wave saw bind and not release
-        still holds a slot unless dropped (delivered clients keep theirs), so seen binds - seen
-        releases - the round's current ``bound`` is a lower bound on the drops; once it reaches the
-        number of undecided clients, all of them are gone (a bind not seen yet only lowers it).
-        """
-        info = (await self.job.info()).current_round
-        if (info.round, info.attempt) != (wave.round, wave.attempt) or info.state != pb.ROUND_STATE_OPEN:
-            return
-        undecided = wave.undecided()
-        if undecided and len(wave.bound) - len(wave.released) - info.bound >= len(undecided):
-            wave.dropped |= undecided
-            log.info("round %d: %d client(s) dropped", wave.round, len(undecided))
+        elif event.kind == "client_dropped" and client in wave.bound:
+            wave.dropped.add(client)
+            log.info("round %d: client %s dropped", wave.round, client)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` in the background; a failure is logged, not lost."""

@@ -35,9 +35,8 @@ class Wave:
     bound: dict[str, int] = field(default_factory=dict)  # client -> node, in bind order
     delivered: set[str] = field(default_factory=set)
     released: set[str] = field(default_factory=set)
-    dropped: set[str] = field(default_factory=set)  # inferred: see Driver._account_drops
+    dropped: set[str] = field(default_factory=set)  # their lease ran out
     messages: dict[str, Message] = field(default_factory=dict)  # message id -> instruction
-    drop_seen: bool = False
     warm_up: bool = False  # the run's first round: no messages, it only starts the clients' workers
     published: bool = False
     closing: bool = False

@@ -49,7 +49,7 @@ async def test_lease_expiry_frees_the_slot_for_a_new_client(plane, stubs, wait_f
 
     await wait_for(refill_waiting, what="the newcomer to wait for a slot")
     dropped = await next_event(watch, "client_dropped", timeout_s=6.0)
-    assert dropped.round.bound == 1
+    assert dropped.round.bound == 1 and dropped.client_id == "ghost"
     assert await plane.hot.members(job_id, 0, 0) == {"steady"}
 
     beat = await stubs.clients.Heartbeat(pb.HeartbeatRequest(
