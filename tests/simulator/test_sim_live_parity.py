@@ -82,3 +82,10 @@ def test_class_masks_agree_with_supply_by_class(tiny: Workload, day: PopulationM
         sim.online_by_mask[sim.class_mask[c]] = sim.online_by_mask.get(sim.class_mask[c], 0) + 1
     sim._refresh_supply()
     assert sim.supply == supply_by_class((sim.population.profiles[c] for c in online), classes)
+
+
+def test_views_carry_the_round_open_time_for_the_informed_rules(tiny: Workload, day: PopulationModel) -> None:
+    sim = _mid_run(tiny, day, "propius")
+    views = {v.job_id: v for v in sim.ordered_views()}
+    assert {job.job_id: views[job.job_id].opened_at for job in sim.jobs} == {
+        job.job_id: 100.0 + i for i, job in enumerate(sim.jobs)}
