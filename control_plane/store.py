@@ -18,6 +18,7 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     Double,
+    Engine,
     ForeignKey,
     Index,
     String,
@@ -31,6 +32,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 __all__ = [
@@ -267,6 +269,18 @@ def _on_sqlite_connect(dbapi_connection: Any, _connection_record: Any) -> None:
 # ---------------------------------------------------------------- the store
 
 
+def _create_tables(engine: Engine, attempts: int = 5) -> None:
+    """Create the missing tables. Control planes starting together race between the check and the
+    CREATE ("table already exists"); the loser checks again and finds the winner's tables."""
+    for attempt in range(attempts):
+        try:
+            _Base.metadata.create_all(engine)
+            return
+        except DBAPIError:
+            if attempt == attempts - 1:
+                raise
+
+
 class Store:
     """The durable store. ``schema`` (PostgreSQL only) names an existing schema to hold the tables."""
 
@@ -281,7 +295,7 @@ class Store:
             engine = engine.execution_options(schema_translate_map={None: schema})
         self._engine = engine
         self._session = sessionmaker(engine, expire_on_commit=False)
-        _Base.metadata.create_all(engine)
+        _create_tables(engine)
 
     def close(self) -> None:
         self._engine.dispose()

@@ -63,3 +63,30 @@ def test_postgres_schemas_isolate_stores(pg_engine: Engine, pg_url: str) -> None
         with pg_engine.begin() as connection:
             for schema in schemas:
                 connection.execute(DropSchema(schema, cascade=True))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_control_planes_starting_together_share_one_schema(backend, tmp_path: Path, request) -> None:
+    """Several stores created at once on a fresh database (shards starting together) all come up."""
+    url = f"sqlite:///{tmp_path / 'propius.db'}" if backend == "sqlite" else request.getfixturevalue("pg_database_url")
+    stores: list[Store] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            stores.append(Store(url))
+        except BaseException as error:  # noqa: BLE001 - reported by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert not errors and len(stores) == 4
+        stores[0].create_job("j1", "n", "o", "{}", "0" * 64, 1.0)
+        assert [job.job_id for job in stores[3].list_jobs()] == ["j1"]
+    finally:
+        for store in stores:
+            store.close()
