@@ -130,3 +130,17 @@ def test_straggler_guard_skips_over_selected_binds_that_would_land_after_the_clo
     assert offered(policy, [round_(10)], SLOWISH, now=60.0) == []  # 180 > 170: a thrown-away result
     assert offered(policy, [round_(9)], SLOWISH, now=60.0) == ["j"]  # still short of demand: needed
     assert offered(PropiusPolicy(doom_guard=False, straggler_guard=False), [round_(10)], SLOWISH, now=60.0) == ["j"]
+
+
+def test_tier_fit_pins_only_a_job_the_fastest_tier_can_fill(view: Callable[..., JobView]) -> None:
+    slow_rounds = dict(recent_schedule_s=10.0, recent_response_s=100.0)  # responses dominate: pin (as IRS)
+    jobs = [view("head", rounds_total=1, target=13, **slow_rounds), view("next", rounds_total=2)]
+    slow_client = ClientEstimate(s_per_sample=0.03, bandwidth_kbps=1e4)  # middle of tiers (0.02, 0.05)
+
+    def rank(policy: PropiusPolicy, supply: int) -> list[str]:
+        ctx = SchedulingContext(now=0.0, supply_by_class={"{}": supply}, client=slow_client, speed_tiers=(0.02, 0.05))
+        return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
+
+    assert rank(PropiusPolicy(), 50) == ["next"]  # 50 >= 3 tiers x 13: pinned, the slow client skips it
+    assert rank(PropiusPolicy(), 30) == ["head", "next"]  # 30 < 39: the fastest tier cannot fill it, no pin
+    assert rank(PropiusPolicy(tier_fit=False), 30) == ["next"]
