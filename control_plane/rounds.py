@@ -186,9 +186,11 @@ class RoundManager:
         self._metrics.updates.labels("accepted").inc()
         self._metrics.update_bytes.inc(len(payload))
         self._metrics.fold_seconds.observe(folded_at - received_at)
+        model_bytes = await self._model_size(job_id, state.model_digest)
         results = await self._hot.mark_delivered(job_id, round_, attempt, client_id)
+        # No await between the count and the trace: a close that this count triggers elsewhere sees its spans.
         self.trace.update_delivered(job_id, round_, client_id, timings, received_at, received_at, folded_at,
-                                    len(payload), await self._model_size(job_id, state.model_digest))
+                                    len(payload), model_bytes)
         self._journal.finished(job_id, round_, attempt, client_id, "completed", weight)
         await self._bus.publish(Event("update_accepted", job_id, round_, attempt, client_id))
         if results >= state.min_results:

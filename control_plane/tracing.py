@@ -54,6 +54,7 @@ class ClientTimings:
 
 @dataclass
 class _Attempt:
+    round: int
     attempt: int
     started_at: float
     spans: list[TraceEventRecord] = field(default_factory=list)
@@ -69,14 +70,14 @@ class TraceRecorder:
 
     def round_started(self, job_id: str, round_: int, attempt: int, started_at: float) -> None:
         if round_ < self._max_rounds:
-            self._open[job_id] = _Attempt(attempt, started_at)
+            self._open[job_id] = _Attempt(round_, attempt, started_at)
         else:
             self._open.pop(job_id, None)
 
     def _span(self, job_id: str, round_: int, rank: int, name: str, cat: str, start: float, end: float,
               **args: object) -> None:
         current = self._open.get(job_id)
-        if current is None or rank > self._max_ranks:
+        if current is None or current.round != round_ or rank > self._max_ranks:
             return
         current.spans.append(TraceEventRecord(
             job_id=job_id, round=round_, rank=rank, name=name, cat=cat, ts_us=_us(start),
@@ -91,7 +92,7 @@ class TraceRecorder:
                          received_at: float, fold_start: float, fold_end: float, nbytes: int,
                          model_bytes: int) -> None:
         current = self._open.get(job_id)
-        if current is None:
+        if current is None or current.round != round_:  # a late update of a round already closed
             return
         current.slots += 1
         rank = current.slots
@@ -108,10 +109,9 @@ class TraceRecorder:
 
     def round_closed(self, job_id: str, round_: int, attempt: int, closed_at: float,
                      finalize_start: float, results: int, bound: int) -> None:
-        current = self._open.pop(job_id, None)
-        if current is None or current.attempt != attempt:
+        current = self._open.get(job_id)
+        if current is None or (current.round, current.attempt) != (round_, attempt):
             return
-        self._open[job_id] = current  # _span needs it open while the round's last spans are added
         self._span(job_id, round_, 0, "fedavg_finalize", KERNEL, finalize_start, closed_at, synthetic_kernel=True)
         for rank in range(0, min(current.slots, self._max_ranks) + 1):
             self._span(job_id, round_, rank, f"ProfilerStep#{round_}", STEP, current.started_at, closed_at,
