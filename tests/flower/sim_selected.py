@@ -52,7 +52,8 @@ def main(server: str) -> None:
         strategy.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(2)]), num_rounds=2)
 
     run_simulation(server_app=server_app, client_app=client_app, num_supernodes=NODES,
-                   backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 1}})
+                   backend_config={"client_resources": {"num_cpus": 1},
+                                   "init_args": {"num_cpus": 1, "include_dashboard": False}})
     history = [{"selected": s.selected, "replied": s.replied} for s in strategy.history]
     print(json.dumps({"ram": {str(n): r for n, r in ram.items()}, "history": history}), flush=True)
 
