@@ -15,6 +15,7 @@ Writes ``results/policies.json`` and ``results/policies.md``
 
     python benchmarks/policies.py                    # the full set (about 25 min on 2 cores)
     python benchmarks/policies.py --seeds 0 --no-ablations --no-utilization   # one seed, exp. 1
+    python benchmarks/policies.py --breakdown irs --seeds 0   # where each job's JCT goes, one run
 """
 
 from __future__ import annotations
@@ -71,6 +72,27 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         model=PopulationModel(availability=availability), label=task["label"],
     )
     return metrics.to_dict()
+
+
+def breakdown(policy: str, seed: int, clients: int, options: dict[str, Any]) -> list[str]:
+    """Where each job's JCT goes: scheduling delay, response collection, failed (retried) attempts."""
+    _, sim = simulate(load_workload("policy-20jobs"), policy, clients, seed, config=SimConfig(seed=seed),
+                      options=options)
+    lines = [f"{policy} {options or ''} seed {seed}, {clients:,} clients: seconds per job",
+             "| job | demand | JCT | scheduling | response | failed attempts | failed rounds | their binds |",
+             "|---" * 8 + "|"]
+    totals = [0.0, 0.0, 0.0, 0.0]
+    for job in sim.jobs:
+        ok = [r for r in job.history if r.succeeded]
+        bad = [r for r in job.history if not r.succeeded]
+        jct = (job.finished_at or sim.now) - job.workload.arrival_s
+        parts = [jct, sum(r.schedule_s for r in ok), sum(r.response_s for r in ok),
+                 sum(r.closed_at - r.opened_at for r in bad)]
+        totals = [t + p / len(sim.jobs) for t, p in zip(totals, parts, strict=True)]
+        lines.append(f"| {job.job_id} | {job.spec.demand} | " + " | ".join(f"{p:,.0f}" for p in parts)
+                     + f" | {len(bad)} | {sum(r.binds for r in bad):,} |")
+    lines.append("| mean | | " + " | ".join(f"{t:,.0f}" for t in totals) + " | | |")
+    return lines
 
 
 def task(workload: str, label: str, policy: str, clients: int, seed: int, mode: str = "central",
@@ -157,11 +179,17 @@ def main() -> None:
     parser.add_argument("--no-utilization", action="store_true")
     parser.add_argument("--scale", type=int, default=0, help="also one propius run on this many clients")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--breakdown", metavar="POLICY", help="only print where one run's JCT goes (first seed)")
+    parser.add_argument("--option", action="append", default=[], help="policy option key=JSON for --breakdown")
     parser.add_argument("--run-one", help=argparse.SUPPRESS)
     parser.add_argument("--from-json", type=Path, help="rebuild the tables from a results JSON instead of running")
     args = parser.parse_args()
     if args.run_one:
         print(json.dumps(run_one(json.loads(args.run_one))))
+        return
+    if args.breakdown:
+        options = {k: json.loads(v) for k, _, v in (o.partition("=") for o in args.option)}
+        print("\n".join(breakdown(args.breakdown, args.seeds[0], args.clients, options)))
         return
 
     tasks = [task("policy-20jobs", p, p, args.clients, s) for s in args.seeds for p in args.policies]
