@@ -140,13 +140,17 @@ class PropiusPolicy(IrsPolicy):
         return super()._pinned_elsewhere(head, ctx)
 
     def _late(self, job: JobView, finish_at: float) -> bool:
-        """True when the round already holds ``demand`` clients and is expected to close before ``finish_at``."""
+        """True when the round already holds ``demand`` clients and is expected to close before ``finish_at``.
+
+        Expected close: open time + the job's recent scheduling delay + (1 + slack) x its recent
+        response-collection time.
+        """
         if job.bound < job.demand or job.opened_at is None:
             return False
         if job.recent_schedule_s is None or job.recent_response_s is None:
             return False
-        filled_at = min(finish_at, job.opened_at + job.recent_schedule_s)
-        return finish_at > filled_at + (1.0 + self.straggler_slack) * job.recent_response_s
+        closes_at = job.opened_at + job.recent_schedule_s + (1.0 + self.straggler_slack) * job.recent_response_s
+        return finish_at > closes_at
 
     def _doomed(self, job: JobView, client: ClientEstimate | None, now: float) -> bool:
         """True when the round, at the rate it has been binding clients, cannot reach ``demand`` in time."""
