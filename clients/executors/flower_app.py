@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import logging
 
-from flwr.app import Context, RecordDict
-
 from clients.executors.base import Executor, Task, TaskResult
 from clients.flower.allowed import ENV, is_allowed
 from clients.flower.contexts import context_store
+from clients.flower.framing import Exchange
 from clients.flower.workers import AppRef, worker_pool
-from propius.flower.codec import decode_bundle, encode_bundle, stamp_id
+from propius.flower.codec import bundle_tensors, decode_bundle
 from propius.flower.ids import node_id_for
 from propius.specs import TaskConfig
 
@@ -52,21 +51,21 @@ class FlowerClientAppExecutor(Executor):
             raise PermissionError(f"Flower app {options.get('app')!r} is not allowed on this device ({ENV})")
         app = AppRef(str(options["app"]), str(options["clientapp"]))
         worker_pool().prepare(app)  # a run's first round (its warm-up) starts the app's worker here
-        run_id = int(options["run-id"])
-        run_config = json.loads(str(options.get("run-config", "{}")))
         bundle = decode_bundle(task.model)
         node_id = node_id_for(task.client_id)
         current = (bundle.meta.get("round"), bundle.meta.get("attempt")) == (task.round, task.attempt)
-        replies = []
-        for message in bundle.inflate(node_id) if current else []:
-            store = context_store()
-            context = store.load(run_id, node_id) or Context(
-                run_id=run_id, node_id=node_id, node_config={}, state=RecordDict(), run_config=run_config
-            )
-            context.node_config = bundle.meta.get("node_config", {}).get(str(node_id), {})
-            reply, context = worker_pool().worker(app).handle(message, context)
-            store.save(context)
-            stamp_id(reply)
-            replies.append(reply)
-        return TaskResult(update=encode_bundle({node_id: replies}), num_samples=1.0,
-                          metrics={"flower_replies": float(len(replies))})
+        header = {"run_id": int(options["run-id"]), "node_id": node_id,
+                  "run_config": json.loads(str(options.get("run-config", "{}"))),
+                  "node_config": bundle.meta.get("node_config", {}).get(str(node_id), {})}
+        store = context_store()
+        objects: dict[str, bytes] = {}
+        reply_ids = []
+        for message_id in bundle.messages.get(node_id, []) if current else []:
+            context = store.load(header["run_id"], node_id) or b""
+            reply = worker_pool().worker(app).handle(Exchange(message_id, bundle.contents, context, header))
+            if reply.context:
+                store.save(header["run_id"], node_id, reply.context)
+            objects.update(reply.objects)
+            reply_ids.append(reply.message_id)
+        return TaskResult(update=bundle_tensors({node_id: reply_ids}, objects), num_samples=1.0,
+                          metrics={"flower_replies": float(len(reply_ids))})

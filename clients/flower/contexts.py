@@ -26,9 +26,11 @@ CONTEXT_TTL_S = 7 * 24 * 3600
 
 
 class ContextStore(Protocol):
-    def load(self, run_id: int, node_id: int) -> Context | None: ...
+    """Encoded Contexts (:func:`encode_context`) by (run, node): the worker decodes them, not the daemon."""
 
-    def save(self, context: Context) -> None: ...
+    def load(self, run_id: int, node_id: int) -> bytes | None: ...
+
+    def save(self, run_id: int, node_id: int, data: bytes) -> None: ...
 
 
 def encode_context(context: Context) -> bytes:
@@ -40,21 +42,19 @@ def decode_context(data: bytes) -> Context:
 
 
 class MemoryContexts:
-    """Per process; stores encoded copies, so a caller never shares a Context object with the store."""
+    """Per process."""
 
     def __init__(self) -> None:
         self._data: dict[tuple[int, int], bytes] = {}
         self._lock = threading.Lock()
 
-    def load(self, run_id: int, node_id: int) -> Context | None:
+    def load(self, run_id: int, node_id: int) -> bytes | None:
         with self._lock:
-            data = self._data.get((run_id, node_id))
-        return None if data is None else decode_context(data)
+            return self._data.get((run_id, node_id))
 
-    def save(self, context: Context) -> None:
-        data = encode_context(context)
+    def save(self, run_id: int, node_id: int, data: bytes) -> None:
         with self._lock:
-            self._data[(context.run_id, context.node_id)] = data
+            self._data[(run_id, node_id)] = data
 
 
 class RedisContexts:
@@ -66,12 +66,11 @@ class RedisContexts:
     def _key(self, run_id: int, node_id: int) -> str:
         return global_key(self._prefix, "flower", "context", run_id, node_id)
 
-    def load(self, run_id: int, node_id: int) -> Context | None:
-        data = self._redis.get(self._key(run_id, node_id))
-        return None if data is None else decode_context(data)
+    def load(self, run_id: int, node_id: int) -> bytes | None:
+        return self._redis.get(self._key(run_id, node_id))
 
-    def save(self, context: Context) -> None:
-        self._redis.set(self._key(context.run_id, context.node_id), encode_context(context), px=self._ttl_ms)
+    def save(self, run_id: int, node_id: int, data: bytes) -> None:
+        self._redis.set(self._key(run_id, node_id), data, px=self._ttl_ms)
 
 
 @cache

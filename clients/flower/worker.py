@@ -2,11 +2,11 @@
 
 It loads the app's ClientApp once, says so with a ``ready`` frame, and then serves messages until its
 stdin closes, so a node's message costs a pipe round trip, not a Python start and an import of torch.
-Each request is two frames,
-a Flower ``Message`` and ``Context`` in Flower's protobuf encoding; each answer is the reply and the
-updated Context. An exception of the ClientApp becomes a Flower error reply, as on a SuperNode, and
-leaves the Context as it was. The protocol owns the process's original stdout; whatever the app
-prints goes to stderr.
+Each request is a message as deflated Flower objects plus the node's Context
+(:mod:`clients.flower.framing`); the worker inflates it, builds or decodes the Context, runs the
+ClientApp and answers with the reply's objects, id-stamped and deflated, and the updated Context. An
+exception of the ClientApp becomes a Flower error reply, as on a SuperNode, and leaves the Context as
+it was. The protocol owns the process's original stdout; whatever the app prints goes to stderr.
 """
 
 from __future__ import annotations
@@ -16,16 +16,15 @@ import os
 import sys
 from typing import BinaryIO
 
-from flwr.app import Error, Message
+from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp.client_app import ClientApp, LoadClientAppError
 from flwr.common.constant import ErrorCode
-from flwr.common.serde import message_from_proto, message_to_proto
-from flwr.proto.message_pb2 import Message as ProtoMessage
 from flwr.supercore.object_ref import load_app
 from flwr.supercore.task_identity import TaskIdentity
 
 from clients.flower.contexts import decode_context, encode_context
-from clients.flower.framing import READY, read_frames, write_frames
+from clients.flower.framing import READY, Exchange, read_exchange, write_exchange, write_frames
+from propius.flower.codec import deflate_message, inflate_message, stamp_id
 
 __all__ = ["main"]
 
@@ -67,11 +66,17 @@ def serve(app_dir: str, ref: str, requests: BinaryIO, replies: BinaryIO) -> None
         with contextlib.suppress(Exception):  # only an optimisation
             _warm_up_torch()
     write_frames(replies, [READY])
-    while (frames := read_frames(requests, 2)) is not None:
-        message = message_from_proto(ProtoMessage.FromString(frames[0]))
-        context = decode_context(frames[1])
+    while (request := read_exchange(requests)) is not None:
+        message = inflate_message(request.message_id, request.objects)
+        head = request.header
+        if request.context:
+            context = decode_context(request.context)
+        else:
+            context = Context(run_id=head["run_id"], node_id=head["node_id"], node_config={}, state=RecordDict(),
+                              run_config=head["run_config"])
+        context.node_config = head["node_config"]
         TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 0, context.run_id, context.node_id
-        updated = frames[1]
+        updated = b""  # unchanged
         if app is None:
             reply = _error_reply(message, ErrorCode.LOAD_CLIENT_APP_EXCEPTION, load_error)
         else:
@@ -80,7 +85,7 @@ def serve(app_dir: str, ref: str, requests: BinaryIO, replies: BinaryIO) -> None
                 updated = encode_context(context)
             except Exception as error:  # noqa: BLE001 - a failing ClientApp is a reply, not a dead worker
                 reply = _error_reply(message, ErrorCode.CLIENT_APP_RAISED_EXCEPTION, error)
-        write_frames(replies, [message_to_proto(reply).SerializeToString(), updated])
+        write_exchange(replies, Exchange(stamp_id(reply), deflate_message(reply), updated))
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ worker gets its share of the cores as ``OMP_NUM_THREADS`` (unless set): what Ray
 simulation actor with ``num_cpus=1``, and what keeps small models from losing their time to thread
 contention. A worker that dies is replaced on the next message; the message it was serving gets a
 Flower ``CLIENT_APP_CRASHED`` error reply, as a crashed ClientApp process would on a SuperNode. Only
-Flower protobuf bytes cross the pipe.
+Flower's own encodings (deflated objects, protobuf Contexts) cross the pipe.
 """
 
 from __future__ import annotations
@@ -19,13 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from flwr.app import Context, Error, Message
+from flwr.app import Error, Message
 from flwr.common.constant import ErrorCode
-from flwr.common.serde import message_from_proto, message_to_proto
-from flwr.proto.message_pb2 import Message as ProtoMessage
 
-from clients.flower.contexts import decode_context, encode_context
-from clients.flower.framing import READY, read_frames, write_frames
+from clients.flower.framing import READY, Exchange, read_exchange, read_frames, write_exchange
+from propius.flower.codec import deflate_message, inflate_message, stamp_id
 
 __all__ = ["AppRef", "Worker", "WorkerPool", "worker_pool"]
 
@@ -91,27 +89,25 @@ class Worker:
         if not self._ready.is_set():
             process.kill()  # died or spoke out of turn while loading: the next message starts a new one
 
-    def handle(self, message: Message, context: Context) -> tuple[Message, Context]:
-        """Run the ClientApp on one message; returns the reply and the Context to keep."""
-        request = [message_to_proto(message).SerializeToString(), encode_context(context)]
+    def handle(self, request: Exchange) -> Exchange:
+        """Run the ClientApp on one message; the reply and the Context to keep (empty: unchanged)."""
         with self._lock:
             process = self._spawn()
             assert process.stdin is not None and process.stdout is not None
-            frames = None
+            reply = None
             while not self._ready.wait(0.05) and process.poll() is None:
                 pass
             if self._ready.is_set():
                 try:
-                    write_frames(process.stdin, request)
-                    frames = read_frames(process.stdout, 2)
+                    write_exchange(process.stdin, request)
+                    reply = read_exchange(process.stdout)
                 except (BrokenPipeError, EOFError):
-                    frames = None
-            if frames is None:
+                    reply = None
+            if reply is None:
                 process.kill()
                 process.wait()
-                reason = f"ClientApp worker process exited with code {process.returncode}"
-                return Message(Error(code=ErrorCode.CLIENT_APP_CRASHED, reason=reason), reply_to=message), context
-        return message_from_proto(ProtoMessage.FromString(frames[0])), decode_context(frames[1])
+                return _crashed(request, process.returncode)
+        return reply
 
     def close(self) -> None:
         with self._lock:
@@ -123,6 +119,14 @@ class Worker:
                 except subprocess.TimeoutExpired:
                     self._process.kill()
                     self._process.wait()
+
+
+def _crashed(request: Exchange, returncode: int | None) -> Exchange:
+    """Flower's ``CLIENT_APP_CRASHED`` reply to the message a dead worker was serving."""
+    message = inflate_message(request.message_id, request.objects)
+    reason = f"ClientApp worker process exited with code {returncode}"
+    reply = Message(Error(code=ErrorCode.CLIENT_APP_CRASHED, reason=reason), reply_to=message)
+    return Exchange(stamp_id(reply), deflate_message(reply))
 
 
 class WorkerPool:

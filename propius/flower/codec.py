@@ -26,7 +26,10 @@ from flwr.supercore.inflatable.inflatable_object import (
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents, validate_object_content
 from google.protobuf.message import DecodeError
 
-__all__ = ["MANIFEST", "Bundle", "CodecError", "decode_bundle", "encode_bundle", "stamp_id"]
+__all__ = [
+    "MANIFEST", "Bundle", "CodecError", "bundle_tensors", "decode_bundle", "deflate_message", "encode_bundle",
+    "inflate_message", "stamp_id",
+]
 
 MANIFEST = "manifest"
 
@@ -46,18 +49,26 @@ class Bundle:
     def inflate(self, node_id: int) -> list[Message]:
         """The messages for ``node_id``, with their message ids set (Flower's: the object id)."""
         cache: dict = {}
-        messages = []
-        for message_id in self.messages.get(node_id, []):
-            try:
-                message = inflate_object_from_contents(message_id, self.contents, keep_object_contents=True,
-                                                       objects=cache)
-            except (KeyError, ValueError, DecodeError) as error:
-                raise CodecError(f"message {message_id} cannot be inflated: {error}") from None
-            if not isinstance(message, Message):
-                raise CodecError(f"object {message_id} is a {type(message).__name__}, not a Message")
-            message.metadata.__dict__["_message_id"] = message_id
-            messages.append(message)
-        return messages
+        return [inflate_message(message_id, self.contents, cache) for message_id in self.messages.get(node_id, [])]
+
+
+def inflate_message(message_id: str, contents: Mapping[str, bytes], cache: dict | None = None) -> Message:
+    """The message ``message_id`` from deflated objects (checked against their ids by :func:`decode_bundle`)."""
+    try:
+        message = inflate_object_from_contents(message_id, contents, keep_object_contents=True,
+                                               objects={} if cache is None else cache)
+    except (KeyError, ValueError, DecodeError) as error:
+        raise CodecError(f"message {message_id} cannot be inflated: {error}") from None
+    if not isinstance(message, Message):
+        raise CodecError(f"object {message_id} is a {type(message).__name__}, not a Message")
+    message.metadata.__dict__["_message_id"] = message_id
+    return message
+
+
+def deflate_message(message: Message) -> dict[str, bytes]:
+    """The deflated objects of a message whose id is set (:func:`stamp_id`), by object id."""
+    with no_object_id_recompute():
+        return {object_id: obj.deflate() for object_id, obj in get_all_nested_objects(message).items()}
 
 
 def stamp_id(message: Message) -> str:
@@ -71,18 +82,24 @@ def encode_bundle(messages: Mapping[int, Sequence[Message]], meta: Mapping[str, 
                   ) -> dict[str, np.ndarray]:
     """Tensors for ``node_id -> messages``; objects shared between messages are stored once."""
     objects: dict[str, bytes] = {}
-    index: dict[str, list[str]] = {}
+    index: dict[int, list[str]] = {}
     with no_object_id_recompute():
         for node_id, node_messages in messages.items():
-            ids = index.setdefault(str(node_id), [])
+            ids = index.setdefault(node_id, [])
             for message in node_messages:
                 for object_id, obj in get_all_nested_objects(message).items():
                     if object_id not in objects:
                         objects[object_id] = obj.deflate()
                 ids.append(message.object_id)
-    manifest = json.dumps({"messages": index, **(meta or {})}).encode()
+    return bundle_tensors(index, objects, meta)
+
+
+def bundle_tensors(index: Mapping[int, Sequence[str]], objects: Mapping[str, bytes],
+                   meta: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """Tensors for already deflated objects and ``node_id -> message ids``."""
+    manifest = json.dumps({"messages": {str(node): list(ids) for node, ids in index.items()}, **(meta or {})})
     tensors = {object_id: np.frombuffer(content, np.uint8) for object_id, content in objects.items()}
-    tensors[MANIFEST] = np.frombuffer(manifest, np.uint8)
+    tensors[MANIFEST] = np.frombuffer(manifest.encode(), np.uint8)
     return tensors
 
 

@@ -11,7 +11,7 @@ from flwr.common.constant import ErrorCode
 
 from clients.executors import Task, load_executor
 from clients.flower import contexts, workers
-from clients.flower.contexts import MemoryContexts, RedisContexts
+from clients.flower.contexts import MemoryContexts, RedisContexts, decode_context
 from propius.flower.codec import decode_bundle, encode_bundle, stamp_id
 from propius.flower.ids import node_id_for
 from propius.specs import TaskConfig
@@ -66,7 +66,7 @@ def test_context_persists_across_rounds_and_worker_restarts(pool, redis_url, key
             pool.close()  # the node moves to a new worker: its Context comes back from Redis
     assert counts == [1, 2, 3]
     assert pids[0] == pids[1] != pids[2]  # one long-lived worker per app, until it went away
-    assert store.load(7, NODE).state["counter"]["n"] == 3
+    assert decode_context(store.load(7, NODE)).state["counter"]["n"] == 3
     assert reply_of(executor.run(task("counter", run_id=8))).content["reply"]["n"] == 1  # per (run, node)
 
 
