@@ -47,6 +47,7 @@ def job_view(job: ActiveJob, state: RoundState, supply: int) -> JobView:
         priority=spec.priority, demand=state.demand, target=state.target, bound=state.bound,
         results=state.results, rounds_total=spec.rounds, rounds_done=job.rounds_done,
         eligibility_key=job.eligibility_key, public=spec.requirements.public, supply=supply,
+        execution_timeout_s=spec.execution_timeout_s, deadline_at=state.deadline_at, opened_at=state.started_at,
     )
 
 

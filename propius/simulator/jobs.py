@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from control_plane.hot_state import RoundState
 from control_plane.jobs import ActiveJob
+from control_plane.scheduler import job_view
 from policies import JobView
 from propius.simulator.workload import WorkloadJob
 from propius.specs import JobSpec
@@ -122,13 +123,10 @@ class SimJob:
     def build_view(self, supply: int) -> JobView:
         """``job_view(self.active, self.round_state(), supply)`` plus the observations the simulator tracks."""
         if self.view is None:
-            spec = self.spec
-            self.view = JobView(
-                self.active.job_id, spec.name, spec.owner, self.active.registered_at, spec.priority, spec.demand,
-                self.target, self.bound, self.results, spec.rounds, self.rounds_done, self.key,
-                spec.requirements.public, supply, self.workload.model_size_kbit, self.workload.work_samples,
-                spec.execution_timeout_s, self.deadline_at, self.expected, self.recent_schedule_s,
-                self.recent_response_s, self.opened_at,
+            self.view = dataclasses.replace(
+                job_view(self.active, self.round_state(), supply), model_size_kbit=self.workload.model_size_kbit,
+                work_samples=self.workload.work_samples, expected_results=self.expected,
+                recent_schedule_s=self.recent_schedule_s, recent_response_s=self.recent_response_s,
             )
         return self.view
 
