@@ -50,7 +50,7 @@ class FlowerClientAppExecutor(Executor):
         if not self.admits(task.config):
             raise PermissionError(f"Flower app {options.get('app')!r} is not allowed on this device ({ENV})")
         app = AppRef(str(options["app"]), str(options["clientapp"]))
-        worker_pool().prepare(app)  # a run's first round (its warm-up) starts the app's worker here
+        worker_pool().prepare(app)  # a run's first round (its warm-up) starts the app's workers here
         bundle = decode_bundle(task.model)
         node_id = node_id_for(task.client_id)
         current = (bundle.meta.get("round"), bundle.meta.get("attempt")) == (task.round, task.attempt)

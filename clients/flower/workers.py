@@ -1,12 +1,12 @@
 """Long-lived ClientApp worker processes, one pool per app, shared by every device of a daemon.
 
 A worker is keyed by its app directory, so two apps whose modules share a name (``task.py``) never
-meet in one interpreter. A pool grows to one worker per core as its devices run concurrently, and each
-worker gets its share of the cores as ``OMP_NUM_THREADS`` (unless set): what Ray gives a Flower
-simulation actor with ``num_cpus=1``, and what keeps small models from losing their time to thread
-contention. A worker that dies is replaced on the next message; the message it was serving gets a
-Flower ``CLIENT_APP_CRASHED`` error reply, as a crashed ClientApp process would on a SuperNode. Only
-Flower's own encodings (deflated objects, protobuf Contexts) cross the pipe.
+meet in one interpreter. A pool holds one worker per core, and each worker gets its share of the
+cores as ``OMP_NUM_THREADS`` (unless set): what Ray gives a Flower simulation actor with
+``num_cpus=1``, and what keeps small models from losing their time to thread contention. A worker
+that dies is replaced on the next message; the message it was serving gets a Flower
+``CLIENT_APP_CRASHED`` error reply, as a crashed ClientApp process would on a SuperNode. Only Flower's
+own encodings (deflated objects, protobuf Contexts) cross the pipe.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -39,10 +38,9 @@ class AppRef:
 class Worker:
     """One worker process, one message at a time; it starts in the background (see :meth:`start`)."""
 
-    def __init__(self, app: AppRef, threads: int = 1, on_ready: Callable[[], None] | None = None) -> None:
+    def __init__(self, app: AppRef, threads: int = 1) -> None:
         self.app = app
         self._threads = threads
-        self._on_ready = on_ready
         self._process: subprocess.Popen[bytes] | None = None
         self._ready = threading.Event()
         self._lock = threading.Lock()
@@ -84,8 +82,6 @@ class Worker:
                 self._ready.set()
         except EOFError:
             pass
-        if self._ready.is_set() and self._on_ready is not None:
-            self._on_ready()
         if not self._ready.is_set():
             process.kill()  # died or spoke out of turn while loading: the next message starts a new one
 
@@ -130,9 +126,9 @@ def _crashed(request: Exchange, returncode: int | None) -> Exchange:
 
 
 class WorkerPool:
-    """Up to ``size`` workers per app. A message goes to a ready, free worker; when all are busy, a new
-    one starts in the background and the message queues on a ready one rather than wait for an import
-    (and while none is ready, on the one loading: two cold imports would only slow each other down)."""
+    """``size`` workers per app, all started at once by :meth:`prepare` (a run's warm-up round), so that
+    the run's rounds find them loaded. A message goes to a ready, free worker; when all are busy it queues
+    on a ready one, in turn, and while none is ready, on the first, still loading."""
 
     def __init__(self, size: int) -> None:
         self.size = max(1, size)
@@ -142,47 +138,27 @@ class WorkerPool:
         self._lock = threading.Lock()
 
     def prepare(self, app: AppRef) -> None:
-        """Have the workers of ``app`` start loading now, one after the other (two cold imports at once
-        would only slow each other down), so that the run's first rounds find them all warm."""
+        """Have the workers of ``app`` start loading now, unless they are loading or loaded."""
         with self._lock:
             if self._workers.get(app):
-                return  # loading or loaded (a crashed worker restarts with its next message)
-            first = self._new_worker(app)
-            self._workers[app] = [first]
-        first.start()
-
-    def _new_worker(self, app: AppRef) -> Worker:
-        return Worker(app, self._threads, on_ready=lambda: self._grow(app))
-
-    def _grow(self, app: AppRef) -> None:
-        """A worker of ``app`` finished loading: start loading the next one while the pool has room."""
-        with self._lock:
-            workers = self._workers.get(app)
-            if workers is None or len(workers) >= self.size:
-                return
-            grown = self._new_worker(app)
-            workers.append(grown)
-        grown.start()
+                return  # a crashed worker restarts with its next message
+            workers = [Worker(app, self._threads) for _ in range(self.size)]
+            self._workers[app] = workers
+        for worker in workers:
+            worker.start()
 
     def worker(self, app: AppRef) -> Worker:
+        self.prepare(app)
         with self._lock:
-            workers = self._workers.setdefault(app, [])
+            workers = self._workers[app]
             ready = [w for w in workers if w.ready]
             free = [w for w in ready if not w.busy]
             if free:
                 return free[0]
-            if not ready:  # nothing loaded yet: wait for the one loading rather than import twice at once
-                if not workers:
-                    workers.append(self._new_worker(app))
+            if not ready:
                 return workers[0]
-            grown = self._new_worker(app) if len(workers) < self.size else None
-            if grown is not None:
-                workers.append(grown)
             self._turn += 1
-            chosen = ready[self._turn % len(ready)]
-        if grown is not None:
-            grown.start()
-        return chosen
+            return ready[self._turn % len(ready)]
 
     def close(self) -> None:
         with self._lock:
