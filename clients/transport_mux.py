@@ -22,6 +22,7 @@ from typing import Any
 
 import grpc
 
+from propius.multiplex import take_batch
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 
@@ -37,20 +38,6 @@ def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
 
 
 MAX_BATCH_BYTES = 1 << 20  # well under the server's receive limit
-
-
-def _take_batch(outbox: list[pb.ClientCall]) -> list[pb.ClientCall]:
-    """Remove and return the calls for one message: all of them, or as many as fit MAX_BATCH_BYTES."""
-    size = 0
-    for i, call in enumerate(outbox):
-        size += call.ByteSize() + 8
-        if size > MAX_BATCH_BYTES and i > 0:
-            batch = outbox[:i]
-            del outbox[:i]
-            return batch
-    batch = outbox[:]
-    outbox.clear()
-    return batch
 
 
 class _Stream:
@@ -76,7 +63,7 @@ class _Stream:
                 await self._wake.wait()
                 self._wake.clear()
                 while self.outbox:
-                    await self.call.write(pb.ClientCalls(calls=_take_batch(self.outbox)))
+                    await self.call.write(pb.ClientCalls(calls=take_batch(self.outbox, MAX_BATCH_BYTES)))
         except asyncio.CancelledError:
             raise
         except grpc.aio.AioRpcError as error:

@@ -18,6 +18,7 @@ from control_plane.jobs import JobRegistry
 from control_plane.scheduler import SchedulerView
 from control_plane.store import Store
 from propius.config import Settings
+from propius.multiplex import take_batch
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 
@@ -141,20 +142,6 @@ class ClientService(pb_grpc.ClientServiceServicer):
 MAX_BATCH_BYTES = 1 << 20  # well under gRPC's default 4 MiB receive limit
 
 
-def _take_batch(ready: list[pb.ClientReply]) -> list[pb.ClientReply]:
-    """Remove and return the replies for one message: all of them, or as many as fit MAX_BATCH_BYTES."""
-    size = 0
-    for i, reply in enumerate(ready):
-        size += reply.ByteSize() + 8
-        if size > MAX_BATCH_BYTES and i > 0:
-            batch = ready[:i]
-            del ready[:i]
-            return batch
-    batch = ready[:]
-    ready.clear()
-    return batch
-
-
 class _Multiplexer:
     """One Multiplex stream: a reader that starts a task per call, and this writer of reply batches."""
 
@@ -176,7 +163,7 @@ class _Multiplexer:
                 await self._wake.wait()
                 self._wake.clear()
                 while self._ready:
-                    await self._context.write(pb.ClientReplies(replies=_take_batch(self._ready)))
+                    await self._context.write(pb.ClientReplies(replies=take_batch(self._ready, MAX_BATCH_BYTES)))
         finally:
             reader.cancel()
             for task in list(self._tasks.values()):
