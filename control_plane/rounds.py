@@ -32,6 +32,7 @@ from data_plane import (
     PayloadError,
     RoundAggregator,
     RoundCollector,
+    RoundUpdates,
     UpdateRejected,
     accepted_key,
 )
@@ -58,7 +59,7 @@ class RoundManager:
         self._bus = bus
         self._jobs = jobs
         self.trace = TraceRecorder(journal, max_rounds=settings.trace_max_rounds, max_ranks=settings.trace_max_ranks)
-        self._aggregators: dict[str, RoundAggregator | RoundCollector] = {}
+        self._aggregators: dict[str, RoundUpdates] = {}
         self._last_metrics: dict[str, tuple[int, int, dict[str, float]]] = {}  # job -> last closed round's
         self._closing: dict[str, asyncio.Lock] = {}
 
@@ -105,8 +106,7 @@ class RoundManager:
         )
         return state
 
-    async def _round_updates(self, job: ActiveJob, round_: int, attempt: int, model_digest: str
-                             ) -> RoundAggregator | RoundCollector:
+    async def _round_updates(self, job: ActiveJob, round_: int, attempt: int, model_digest: str) -> RoundUpdates:
         """What keeps a round's updates: a FedAvg fold, or the replies whole for a self-aggregating job."""
         namespace = self._hot.namespace(job.job_id)
         limits = {"max_update_bytes": self._settings.max_update_bytes, "ttl_s": self._settings.blob_ttl_s}

@@ -6,11 +6,12 @@ blobs (:mod:`data_plane.blobs`); updates fold into a streaming weighted FedAvg
 (:mod:`data_plane.collector`).
 """
 
-from data_plane.aggregator import AddResult, Aggregate, RoundAggregator, UpdateRejected
+from data_plane.aggregator import RoundAggregator
 from data_plane.blobs import BlobRef, BlobStore
 from data_plane.claims import ClaimSet, accepted_key
 from data_plane.collector import RoundCollector
 from data_plane.tensors import PayloadError, Schema, check_finite, decode, encode, schema
+from data_plane.updates import AddResult, Aggregate, RoundUpdates, UpdateRejected
 
 __all__ = [
     "AddResult",
@@ -21,6 +22,7 @@ __all__ = [
     "PayloadError",
     "RoundAggregator",
     "RoundCollector",
+    "RoundUpdates",
     "Schema",
     "UpdateRejected",
     "accepted_key",
