@@ -43,8 +43,9 @@ the benchmark can show what each buys (docs/policies.md):
   rounds that already hold some clients before empty ones.
 
 Unknown estimates never exclude anyone: a client without history, or a snapshot without the
-optional fields (the live control plane today), gets the plain order (SRSF with the
-eligibility filter) without any of the informed rules.
+optional fields, gets the plain order (SRSF with the eligibility filter) without the rules that need
+them. The live control plane's snapshot carries each round's open time and deadline (the doom guard
+acts there), not yet client history or round timings.
 """
 
 from __future__ import annotations
