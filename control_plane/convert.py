@@ -35,7 +35,7 @@ def job_info(job: ActiveJob, state: RoundState | None) -> pb.JobInfo:
     return pb.JobInfo(
         job_id=job.job_id, name=job.spec.name, owner=job.spec.owner, state=_JOB_STATES[job.state],
         rounds_done=job.rounds_done, rounds_total=job.spec.rounds or 0, current_round=round_info(state),
-        spec_json=job.spec.to_json(), created_unix=job.registered_at, finished_unix=job.finished_at or 0.0,
+        spec_json=job.spec_json, created_unix=job.registered_at, finished_unix=job.finished_at or 0.0,
     )
 
 

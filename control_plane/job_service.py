@@ -123,12 +123,14 @@ class JobService(pb_grpc.JobServiceServicer):
             yield pb.JobEvent(kind="snapshot", job=job_info(job, await self._hot.round(job.job_id)))
             while not job.finished:
                 try:
-                    event = await asyncio.wait_for(events.get(), 30)
+                    batch = [await asyncio.wait_for(events.get(), 30)]
                 except TimeoutError:
                     continue
+                while not events.empty():  # a burst (a round's binds or uploads) shares one state read
+                    batch.append(events.get_nowait())
                 job = await self._jobs.get(job.job_id)
                 state = await self._hot.round(job.job_id)
-                yield pb.JobEvent(
-                    kind=event.kind, job=job_info(job, state), round=round_info(state),
-                    client_id=event.client_id, at_unix=event.at,
-                )
+                info, current = job_info(job, state), round_info(state)
+                for event in batch:
+                    yield pb.JobEvent(kind=event.kind, job=info, round=current, client_id=event.client_id,
+                                      at_unix=event.at)

@@ -46,6 +46,10 @@ class ActiveJob:
     def task_json(self) -> str:
         return self.spec.task.model_dump_json()
 
+    @cached_property
+    def spec_json(self) -> str:
+        return self.spec.to_json()
+
     @classmethod
     def from_record(cls, record: JobRecord) -> ActiveJob:
         return cls(
