@@ -52,3 +52,22 @@ async def test_watch_job_streams_round_events(stubs):
     final = await read_until(watch, "job_completed")
     assert final[-1].job.state == pb.JOB_STATE_COMPLETED
     assert await asyncio.wait_for(watch.read(), 5.0) is grpc.aio.EOF  # the stream ends with the job
+
+
+async def test_watch_job_delivers_every_event_of_a_burst(stubs):
+    """Binds that land together reach the watcher one event each, in order, with the round as it stands."""
+    clients = [f"burst-{i}" for i in range(8)]
+    job_id, token = await stubs.register(name="burst", demand=len(clients), over_selection=1.0)
+    watch = stubs.jobs.WatchJob(pb.GetJobRequest(job_id=job_id))
+    assert (await asyncio.wait_for(watch.read(), 5.0)).kind == "snapshot"
+    await stubs.start_round(job_id, token)
+    await stubs.publish(job_id, token, 0, {"w": np.zeros(2, np.float32)})
+    await asyncio.gather(*(stubs.bind(client) for client in clients))
+
+    events = []
+    while len([e for e in events if e.kind == "client_bound"]) < len(clients):
+        events += await read_until(watch, "client_bound")
+    bound = [event for event in events if event.kind == "client_bound"]
+    assert sorted(event.client_id for event in bound) == clients
+    assert [event.at_unix for event in bound] == sorted(event.at_unix for event in bound)
+    assert bound[-1].round.bound == len(clients)
