@@ -9,6 +9,7 @@ slot and wakes waiting clients to refill the round before its deadline.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 import uuid
@@ -83,6 +84,7 @@ class Binder:
             profile = profile.model_copy(update={"client_id": uuid.uuid4().hex})
         max_offers = min(max_offers or self._settings.max_offers, self._settings.max_offers)
         attributes = profile.attributes()
+        self._view.observations.checked_in(profile.client_id, time.time(), self._settings.client_ttl_s)
         offers = self._offers(profile.client_id, attributes, max_offers)
         wait_s = min(max(wait_s, 0.0), self._settings.max_wait_s)
         deadline = time.monotonic() + wait_s
@@ -101,7 +103,8 @@ class Binder:
     def _offers(self, client_id: str, attributes: dict[str, AttributeValue], max_offers: int) -> list[Offer]:
         snap = self._view.snapshot()
         views = [view for view in snap.views if not self._view.bound_to(view.job_id, client_id)]
-        chosen = offer_candidates(attributes, views, self._view.policy, snap.ctx, max_offers)
+        ctx = dataclasses.replace(snap.ctx, client=self._view.observations.estimate(client_id))
+        chosen = offer_candidates(attributes, views, self._view.policy, ctx, max_offers)
         expires = time.time() + self._settings.offer_ttl_s
         nonce = uuid.uuid4().hex
         offers = []

@@ -35,6 +35,9 @@ class Event:
     bound: int = -1  # the round's bound count after the event, where it changed it
     origin: str = ""  # the bus that published it; it already dispatched the event locally
     state: dict[str, str] | None = None  # the round's full state, on round_started / round_closed / round_failed
+    model_kbit: float = 0.0  # on model_published: the model's size
+    fetch_end: float = 0.0  # on update_accepted: the device's reported phases, on the server clock (0: none)
+    train_s: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -34,7 +34,7 @@ def _require_id(value: str, field: str = "job_id") -> str:
 class JobService(pb_grpc.JobServiceServicer):
     def __init__(
         self, jobs: JobRegistry, rounds: RoundManager, hot: HotState, bus: EventBus, journal: Journal,
-        finished_ttl_s: float, *, store: Store, trace_dir: Path, export_every_job: bool, policy: str = "fifo",
+        finished_ttl_s: float, *, store: Store, trace_dir: Path, export_every_job: bool, policy: str,
     ) -> None:
         self._jobs = jobs
         self._rounds = rounds

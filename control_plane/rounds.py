@@ -143,7 +143,8 @@ class RoundManager:
         if aggregator is not None and aggregator.results == 0:
             aggregator.reference_schema = schema(tensors)
         await asyncio.to_thread(self._store.set_round_model, job.job_id, round_, state.attempt, ref.digest)
-        await self._bus.publish(Event("model_published", job.job_id, round_, state.attempt))
+        await self._bus.publish(Event("model_published", job.job_id, round_, state.attempt,
+                                      model_kbit=ref.size * 8 / 1000))
         return ref
 
     async def deliver(
@@ -192,7 +193,8 @@ class RoundManager:
         self.trace.update_delivered(job_id, round_, client_id, timings, received_at, received_at, folded_at,
                                     len(payload), model_bytes)
         self._journal.finished(job_id, round_, attempt, client_id, "completed", weight)
-        await self._bus.publish(Event("update_accepted", job_id, round_, attempt, client_id))
+        phases = {"fetch_end": timings.fetch_end, "train_s": timings.train_end - timings.train_start} if timings else {}
+        await self._bus.publish(Event("update_accepted", job_id, round_, attempt, client_id, **phases))
         if results >= state.min_results:
             await self.close(job_id, round_, attempt)
         return AddResult(accepted=True, duplicate=False, results=max(results, result.results))

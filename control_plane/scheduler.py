@@ -20,6 +20,7 @@ from control_plane.events import Event
 from control_plane.hot_state import HotState, RoundState
 from control_plane.jobs import ActiveJob, JobRegistry
 from control_plane.matching import supply_by_class
+from control_plane.observations import LiveObservations
 from policies import JobView, Policy, SchedulingContext
 from propius.config import Settings
 from propius.specs import ClientProfile
@@ -47,7 +48,8 @@ def job_view(job: ActiveJob, state: RoundState, supply: int) -> JobView:
         priority=spec.priority, demand=state.demand, target=state.target, bound=state.bound,
         results=state.results, rounds_total=spec.rounds, rounds_done=job.rounds_done,
         eligibility_key=job.eligibility_key, public=spec.requirements.public, supply=supply,
-        execution_timeout_s=spec.execution_timeout_s, deadline_at=state.deadline_at, opened_at=state.started_at,
+        work_samples=spec.task.work_samples, execution_timeout_s=spec.execution_timeout_s,
+        deadline_at=state.deadline_at, opened_at=state.started_at,
     )
 
 
@@ -64,6 +66,7 @@ class SchedulerView:
         self._hot = hot
         self._jobs = jobs
         self.policy = policy
+        self.observations = LiveObservations(jobs)
         self._seed = seed
         self._supply: dict[str, int] = {}
         self._states: dict[str, RoundState] = {}
@@ -87,6 +90,8 @@ class SchedulerView:
         self._version += 1
 
     def on_event(self, event: Event) -> None:
+        if self.observations.on_event(event):
+            self._version += 1
         if event.state is not None:
             state = RoundState.from_hash(event.job_id, event.state)
             if state is not None:
@@ -145,11 +150,12 @@ class SchedulerView:
     def _build_snapshot(self, jobs: list[ActiveJob], now: float) -> Snapshot:
         active = {job.job_id: job for job in jobs}
         states = {job_id: s for job_id, s in self._states.items() if s.state == "open" and job_id in active}
-        views = [
-            job_view(active[job_id], state, self.supply.get(active[job_id].eligibility_key, 0))
-            for job_id, state in states.items()
-        ]
-        ctx = SchedulingContext(now=now, supply_by_class=dict(self.supply), seed=self._seed)
+        views = []
+        for job_id, state in states.items():
+            job = active[job_id]
+            views.append(self.observations.annotate(job_view(job, state, self.supply.get(job.eligibility_key, 0))))
+        ctx = SchedulingContext(now=now, supply_by_class=dict(self.supply), seed=self._seed,
+                                speed_tiers=self.observations.speed_tiers())
         return Snapshot(self.policy.order(views, ctx), states, ctx)
 
     async def estimate_supply(self, window_s: float) -> dict[str, int]:

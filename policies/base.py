@@ -19,8 +19,9 @@ in the simulator and after a restart. A third party adds a policy by shipping on
 
 Some fields are optional observations (task shape, recent round timings, expected results, a
 :class:`ClientEstimate` of the checking-in client). Their defaults mean "not observed", and every
-policy must behave sensibly without them: a snapshot that does not fill them in (the live control
-plane today) gets the plain behaviour, one that does (the simulator) gets the informed one.
+policy must behave sensibly without them: until they are observed (a new job, a new client, a control
+plane just restarted) a policy gets the plain behaviour, afterwards the informed one. The simulator
+and the live control plane (:mod:`control_plane.observations`) learn them with the same bookkeeping.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ recent check-ins (``ctx.supply_by_class``):
    ``k`` tiers stretches scheduling about ``k`` times), it is pinned to the fastest speed tier: only
    clients whose learned speed is in that tier are offered it, the others go on to the next job.
    Tier bounds come from ``ctx.speed_tiers``; without them, or without the job's round timings or
-   the client's speed estimate, no job is pinned (the live control plane today).
+   the client's speed estimate (not yet observed), no job is pinned.
 """
 
 from __future__ import annotations

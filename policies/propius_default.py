@@ -44,8 +44,7 @@ the benchmark can show what each buys (docs/policies.md):
 
 Unknown estimates never exclude anyone: a client without history, or a snapshot without the
 optional fields, gets the plain order (SRSF with the eligibility filter) without the rules that need
-them. The live control plane's snapshot carries each round's open time and deadline (the doom guard
-acts there), not yet client history or round timings.
+them.
 """
 
 from __future__ import annotations

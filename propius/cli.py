@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from propius.config import Settings
+from propius.config import DEFAULT_POLICY, Settings
 from propius.flower.cli import app as flower_app
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
@@ -57,7 +57,7 @@ def up(
     database_url: Annotated[str, typer.Option(help="SQLAlchemy URL; empty: SQLite in --data-dir")] = "",
     host: str = "127.0.0.1",
     port: int = 50051,
-    policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = "fifo",
+    policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = DEFAULT_POLICY,
     data_dir: Path = Path("propius-data"),
     metrics_port: Annotated[int, typer.Option(help="serve Prometheus metrics on this port; 0: off")] = 0,
     verbose: bool = True,
@@ -148,7 +148,7 @@ def demo(
     devices: Annotated[int, typer.Option(help="simulated client devices in total")] = 24,
     daemons: Annotated[int, typer.Option(help="client daemon processes hosting them")] = 3,
     data_dir: Annotated[Path | None, typer.Option(help="where state and traces go; default: a temp dir")] = None,
-    policy: str = "fifo",
+    policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = DEFAULT_POLICY,
 ) -> None:
     """Embedded Redis + SQLite, the control plane, client daemons and two concurrent training jobs."""
     from propius.demo import run_demo

@@ -11,7 +11,9 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings"]
+__all__ = ["DEFAULT_POLICY", "Settings"]
+
+DEFAULT_POLICY = "propius"  # the sharing policy when none is named (see docs/policies.md)
 
 
 class Settings(BaseSettings):
@@ -39,7 +41,7 @@ class Settings(BaseSettings):
     max_update_bytes: int = Field(default=2 << 30, ge=1)
     blob_ttl_s: float = Field(default=24 * 3600.0, gt=0)
 
-    policy: str = "fifo"
+    policy: str = Field(default=DEFAULT_POLICY, description="sharing policy: an entry point of propius.policies")
 
     trace_max_rounds: int = Field(default=500, ge=0, description="rounds of each job kept in its trace")
     trace_max_ranks: int = Field(default=256, ge=1, description="cohort slots per round kept in the trace")

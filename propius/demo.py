@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from propius.config import Settings
+from propius.config import DEFAULT_POLICY, Settings
 from propius.embedded import embedded_redis
 from propius.runner import JobReport, run_training_job
 from propius.specs import JobSpec
@@ -133,7 +133,7 @@ def _traces_table(folder: Path, jobs: int) -> tuple[Table, bool]:
 
 
 def run_demo(console: Console, *, devices: int = 24, daemons: int = 3, data_dir: Path | None = None,
-             policy: str = "fifo") -> int:
+             policy: str = DEFAULT_POLICY) -> int:
     """Run the demo; returns the exit code (0 when every job reached the target accuracy)."""
     started = time.time()
     data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="propius-demo-"))

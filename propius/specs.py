@@ -126,6 +126,12 @@ class TaskConfig(_Strict):
     learning_rate: float = Field(default=0.1, gt=0)
     options: dict[str, float | int | str | bool] = Field(default_factory=dict)
 
+    @property
+    def work_samples(self) -> float:
+        """Sample passes per task, a backward pass counted as two forward ones (the published time model:
+        training seconds = this x seconds per sample pass). The unit in which clients' speeds are learned."""
+        return float(self.local_steps * 3 * self.batch_size)
+
 
 class JobSpec(_Strict):
     """A federated-learning job as a user submits it (``propius submit job.yaml``)."""

@@ -226,7 +226,7 @@ class Simulation:
             job.view = None
             self._dirty = True
             self.busy_s += self.now - self.bound_at[client]
-            self.history.missed(client, self.now - self.bound_at[client], job.workload.work_samples,
+            self.history.missed(client, self.now - self.bound_at[client], job.spec.task.work_samples,
                                 job.workload.model_size_kbit)
             self.dropped += 1
             self.busy[client] = -1
@@ -265,7 +265,7 @@ class Simulation:
         self.busy[client] = job.index
         self.bound_at[client] = self.now
         self.token[client] += 1
-        download, train, upload = self.population.task_s(client, job.workload.work_samples,
+        download, train, upload = self.population.task_s(client, job.spec.task.work_samples,
                                                          job.workload.model_size_kbit)
         end = self.now + download + train + upload
         if end <= self.population.windows[client][self.window[client]][1]:
@@ -283,8 +283,8 @@ class Simulation:
         job.expected += 1.0 - job.members.pop(client)
         job.view = None
         self._dirty = True
-        download, train, _ = self.population.task_s(client, job.workload.work_samples, job.workload.model_size_kbit)
-        self.history.delivered(client, download, train, job.workload.work_samples, job.workload.model_size_kbit)
+        download, train, _ = self.population.task_s(client, job.spec.task.work_samples, job.workload.model_size_kbit)
+        self.history.delivered(client, download, train, job.spec.task.work_samples, job.workload.model_size_kbit)
         if job.results >= job.spec.results_to_close:
             self._close(job, succeeded=True)
         self._check_in(client)
@@ -312,7 +312,7 @@ class Simulation:
             elapsed = self.now - self.bound_at[client]
             self.busy_s += elapsed
             if not succeeded:
-                self.history.missed(client, elapsed, job.workload.work_samples, job.workload.model_size_kbit)
+                self.history.missed(client, elapsed, job.spec.task.work_samples, job.workload.model_size_kbit)
             self.busy[client] = -1
             self.token[client] += 1
         if succeeded:

@@ -16,12 +16,11 @@ from control_plane.hot_state import RoundState
 from control_plane.jobs import ActiveJob
 from control_plane.scheduler import job_view
 from policies import JobView
+from policies.round_timings import RoundTimings
 from propius.simulator.workload import WorkloadJob
 from propius.specs import JobSpec
 
 __all__ = ["RoundRecord", "SimJob"]
-
-SMOOTHING = 0.3  # weight of the newest round in recent_schedule_s / recent_response_s
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,7 @@ class SimJob:
     work_s: float = 0.0  # client-seconds of tasks delivered in this attempt (useful only if it succeeds)
     busy_at_finish: float = 0.0  # the simulation's busy / useful client-seconds when the job finished
     useful_at_finish: float = 0.0
-    recent_schedule_s: float | None = None
-    recent_response_s: float | None = None
+    timings: RoundTimings = field(default_factory=RoundTimings)
     finished_at: float | None = None
     history: list[RoundRecord] = field(default_factory=list)
     view: JobView | None = None  # None: stale, rebuild before the next decision
@@ -91,12 +89,9 @@ class SimJob:
         self.view = None
 
     def finish_round(self, now: float, succeeded: bool) -> None:
-        filled = self.filled_at if self.filled_at is not None else now
-        record = RoundRecord(self.rounds_done, self.attempt, self.opened_at, now, succeeded,
-                             filled - self.opened_at, now - filled, self.binds)
-        self.history.append(record)
-        self.recent_schedule_s = _smooth(self.recent_schedule_s, record.schedule_s)
-        self.recent_response_s = _smooth(self.recent_response_s, record.response_s)
+        schedule_s, response_s = self.timings.finished(self.opened_at, self.filled_at, now)
+        self.history.append(RoundRecord(self.rounds_done, self.attempt, self.opened_at, now, succeeded,
+                                        schedule_s, response_s, self.binds))
         if succeeded:
             self.rounds_done += 1
             self.attempt = 0
@@ -125,11 +120,8 @@ class SimJob:
         if self.view is None:
             self.view = dataclasses.replace(
                 job_view(self.active, self.round_state(), supply), model_size_kbit=self.workload.model_size_kbit,
-                work_samples=self.workload.work_samples, expected_results=self.expected,
-                recent_schedule_s=self.recent_schedule_s, recent_response_s=self.recent_response_s,
+                expected_results=self.expected, recent_schedule_s=self.timings.recent_schedule_s,
+                recent_response_s=self.timings.recent_response_s,
             )
         return self.view
 
-
-def _smooth(previous: float | None, value: float) -> float:
-    return value if previous is None else previous + SMOOTHING * (value - previous)

@@ -38,11 +38,6 @@ class WorkloadJob(BaseModel):
     priority: float = 0.0
     requirements: Requirements = Field(default_factory=Requirements)
 
-    @property
-    def work_samples(self) -> float:
-        """Sample passes per task; the time model's training seconds are this x seconds per sample."""
-        return float(self.local_steps * 3 * self.batch_size)
-
     def to_job_spec(self) -> JobSpec:
         return JobSpec(
             name=self.name, owner=self.owner or self.name, rounds=self.rounds, demand=self.demand,

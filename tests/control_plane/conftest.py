@@ -212,12 +212,13 @@ class Stubs:
         return decode(bytes(buffer))
 
     async def upload(self, client_id: str, token: str, accept: pb.AcceptResponse, tensors, num_samples: float,
-                     metrics_json: str = "{}", payload: bytes | None = None) -> pb.UploadUpdateResponse:
+                     metrics_json: str = "{}", payload: bytes | None = None,
+                     timings_json: str = "") -> pb.UploadUpdateResponse:
         payload = encode(tensors) if payload is None else payload
         step = 64 * 1024
         header = pb.UploadUpdateRequest(client_id=client_id, session_token=token, job_id=accept.job_id,
                                         round=accept.round, attempt=accept.attempt, num_samples=num_samples,
-                                        metrics_json=metrics_json, data=payload[:step])
+                                        metrics_json=metrics_json, timings_json=timings_json, data=payload[:step])
         rest = [pb.UploadUpdateRequest(data=payload[i: i + step]) for i in range(step, len(payload), step)]
         return await self.data.UploadUpdate(iter([header, *rest]))
 

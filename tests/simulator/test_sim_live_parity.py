@@ -45,7 +45,7 @@ def _mid_run(tiny: Workload, day: PopulationModel, policy: str) -> Simulation:
     return sim
 
 
-LIVE = {"execution_timeout_s", "deadline_at", "opened_at"}  # observations the live job_view fills too
+LIVE = {"work_samples", "execution_timeout_s", "deadline_at", "opened_at"}  # what the live job_view fills too
 OBSERVED = {f.name: f.default for f in dataclasses.fields(JobView)
             if f.default is not dataclasses.MISSING and f.name not in LIVE}
 

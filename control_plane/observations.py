@@ -1,0 +1,160 @@
+"""What the live control plane learns for the policies: client estimates and round timings, from events.
+
+The informed rules of the policies (speed tiers, deadline-, availability- and straggler-aware
+dispatch, see :mod:`policies.propius_default`) read optional observations: a :class:`ClientEstimate`
+of the checking-in client, the speed-tier bounds, and per job its task shape, recent round timings
+and expected results. The simulator feeds them from its own clock; here they are learned from the
+job events (:mod:`control_plane.events`), which every shard receives, so every shard learns the same
+(check-in sessions excepted: a shard sees the check-ins of its own clients, which are the ones it
+ranks). The bookkeeping is the simulator's: :class:`~policies.history.ClientHistory` and
+:class:`~policies.round_timings.RoundTimings`. Kept in memory: after a restart the estimates start
+empty and the policies fall back to their plain order until the first rounds are observed.
+
+A delivered task's download time runs from its bind (or the model's publication, if later) to the end
+of its fetch, and its training time is what the device reports (both on the server clock); a report
+can only split the task's time, not shorten it: phases longer than what the server observed between
+the bind and the upload are scaled down to fit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from control_plane.events import Event
+from control_plane.hot_state import RoundState
+from control_plane.jobs import JobRegistry
+from policies import ClientEstimate, JobView
+from policies.history import ClientHistory
+from policies.round_timings import RoundTimings
+
+__all__ = ["LiveObservations"]
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """One open round attempt as the events told it."""
+
+    round: int
+    attempt: int
+    opened_at: float
+    demand: int
+    published_at: float | None = None
+    filled_at: float | None = None  # when the demand-th client bound
+    members: dict[str, tuple[float, float]] = field(default_factory=dict)  # working client -> (bound at, reliability)
+    expected: float = 0.0  # results + the members' reliabilities
+
+
+class LiveObservations:
+    def __init__(self, jobs: JobRegistry, speed_tiers: int = 3) -> None:
+        self.history = ClientHistory()
+        self._jobs = jobs
+        self._tiers = speed_tiers
+        self._attempts: dict[str, _Attempt] = {}
+        self._timings: defaultdict[str, RoundTimings] = defaultdict(RoundTimings)
+        self._model_kbit: dict[str, float] = {}
+        self._last_seen: dict[str, float] = {}
+
+    # ---------------------------------------------------------------- what the policies read
+
+    def estimate(self, client_id: str) -> ClientEstimate:
+        return self.history.estimate(client_id)
+
+    def speed_tiers(self) -> tuple[float, ...]:
+        return self.history.speed_tiers(self._tiers)
+
+    def annotate(self, view: JobView) -> JobView:
+        """``view`` with what has been observed of its job (unchanged where nothing was)."""
+        known: dict[str, float] = {}
+        if (kbit := self._model_kbit.get(view.job_id)) is not None:
+            known["model_size_kbit"] = kbit
+        timings = self._timings.get(view.job_id)
+        if timings is not None and timings.recent_schedule_s is not None:
+            known["recent_schedule_s"] = timings.recent_schedule_s
+            known["recent_response_s"] = timings.recent_response_s  # type: ignore[assignment]
+        attempt = self._attempts.get(view.job_id)
+        if attempt is not None and attempt.opened_at == view.opened_at:
+            known["expected_results"] = attempt.expected
+        return dataclasses.replace(view, **known) if known else view
+
+    # ---------------------------------------------------------------- what it learns from
+
+    def checked_in(self, client_id: str, now: float, session_gap_s: float) -> None:
+        """A check-in; one after more than ``session_gap_s`` of silence starts a new session."""
+        last = self._last_seen.get(client_id)
+        if last is None or now - last > session_gap_s:
+            if last is not None:
+                self.history.session_ended(client_id, last)
+            self.history.session_started(client_id, now)
+        self._last_seen[client_id] = now
+
+    def on_event(self, event: Event) -> bool:
+        """Fold one event in; True when a job's observations changed (its view must be rebuilt)."""
+        kind, job_id = event.kind, event.job_id
+        if kind == "round_started":
+            state = RoundState.from_hash(job_id, event.state or {})
+            if state is None:
+                return False
+            self._attempts[job_id] = _Attempt(state.round, state.attempt, state.started_at, state.demand)
+            return True
+        if kind == "model_published" and event.model_kbit > 0:
+            self._model_kbit[job_id] = event.model_kbit
+            attempt = self._attempts.get(job_id)
+            if attempt is not None and (attempt.round, attempt.attempt) == (event.round, event.attempt):
+                attempt.published_at = event.at
+            return True
+        if kind in ("job_completed", "job_cancelled"):
+            self._attempts.pop(job_id, None)
+            self._timings.pop(job_id, None)
+            self._model_kbit.pop(job_id, None)
+            return False
+        attempt = self._attempts.get(job_id)
+        if attempt is None or (attempt.round, attempt.attempt) != (event.round, event.attempt):
+            return False
+        if kind == "client_bound":
+            reliability = self.history.estimate(event.client_id).reliability
+            attempt.members[event.client_id] = (event.at, reliability)
+            attempt.expected += reliability
+            bound = event.bound if event.bound >= 0 else len(attempt.members)
+            if attempt.filled_at is None and bound >= attempt.demand:
+                attempt.filled_at = event.at
+        elif kind == "update_accepted":
+            member = attempt.members.pop(event.client_id, None)
+            if member is not None:
+                attempt.expected += 1.0 - member[1]
+                self._delivered(job_id, event, max(member[0], attempt.published_at or member[0]), member[0])
+        elif kind in ("client_dropped", "client_released"):
+            member = attempt.members.pop(event.client_id, None)
+            if member is not None:
+                attempt.expected -= member[1]
+                if kind == "client_dropped":
+                    self._missed(job_id, event.client_id, event.at - member[0])
+        elif kind in ("round_closed", "round_failed"):
+            self._timings[job_id].finished(attempt.opened_at, attempt.filled_at, event.at)
+            if kind == "round_failed":
+                for client_id, (bound_at, _) in attempt.members.items():
+                    self._missed(job_id, client_id, event.at - bound_at)
+            del self._attempts[job_id]
+        else:
+            return False
+        return True
+
+    def _work_samples(self, job_id: str) -> float:
+        job = self._jobs.cached(job_id)
+        return job.spec.task.work_samples if job is not None else 0.0
+
+    def _delivered(self, job_id: str, event: Event, fetch_from: float, bound_at: float) -> None:
+        fetch_s, train_s = event.fetch_end - fetch_from, event.train_s
+        model_kbit = self._model_kbit.get(job_id, 0.0)
+        if event.fetch_end <= 0 or fetch_s <= 0 or train_s <= 0 or model_kbit <= 0:
+            self.history.delivered(event.client_id, 0.0, 0.0, 0.0, 0.0)  # no usable report: the delivery counts
+            return
+        observed = event.at - bound_at
+        if 0 < observed < fetch_s + train_s:
+            scale = observed / (fetch_s + train_s)
+            fetch_s, train_s = fetch_s * scale, train_s * scale
+        self.history.delivered(event.client_id, fetch_s, train_s, self._work_samples(job_id), model_kbit)
+
+    def _missed(self, job_id: str, client_id: str, elapsed_s: float) -> None:
+        self.history.missed(client_id, elapsed_s, self._work_samples(job_id), self._model_kbit.get(job_id, 0.0))

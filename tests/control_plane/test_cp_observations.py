@@ -1,0 +1,125 @@
+"""The live control plane learns client estimates and round timings from its events, as the simulator does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import numpy as np
+import pytest
+
+from control_plane.events import Event
+from control_plane.hot_state import RoundState
+from control_plane.jobs import ActiveJob
+from control_plane.observations import LiveObservations
+from control_plane.scheduler import job_view
+from policies.history import ClientHistory
+from policies.round_timings import RoundTimings
+from propius.specs import JobSpec
+
+SPEC = JobSpec.parse({"name": "seen", "demand": 2, "over_selection": 1.5, "task": {"local_steps": 2, "batch_size": 5}})
+WORK = 2 * 3 * 5  # sample passes per task
+
+
+class OneJob:
+    def __init__(self, job: ActiveJob) -> None:
+        self.job = job
+
+    def cached(self, job_id: str) -> ActiveJob | None:
+        return self.job if job_id == self.job.job_id else None
+
+
+def state(opened_at: float, round_: int = 0, attempt: int = 0) -> RoundState:
+    return RoundState(job_id="j", round=round_, attempt=attempt, state="open", demand=2, target=3, min_results=2,
+                      bound=0, results=0, started_at=opened_at, deadline_at=opened_at + 100, closed_at=0.0,
+                      model_digest="", aggregate_digest="")
+
+
+def bound(client: str, at: float, count: int) -> Event:
+    return Event("client_bound", "j", 0, 0, client, at=at, bound=count)
+
+
+@pytest.fixture
+def seen() -> LiveObservations:
+    return LiveObservations(OneJob(ActiveJob("j", SPEC, "", 0.0, "running", 0)))  # type: ignore[arg-type]
+
+
+def test_events_teach_what_the_simulator_feeds_directly(seen: LiveObservations) -> None:
+    seen.on_event(Event("round_started", "j", 0, 0, at=10.0, state=state(10.0).to_hash()))
+    seen.on_event(Event("model_published", "j", 0, 0, at=12.0, model_kbit=800.0))
+    for client, at, count in (("a", 11.0, 1), ("b", 13.0, 2), ("c", 14.0, 3)):
+        seen.on_event(bound(client, at, count))
+    # a: bound before the model was published, so its download counts from 12.0: 4 s for 800 kbit; 6 s training.
+    seen.on_event(Event("update_accepted", "j", 0, 0, "a", at=23.0, fetch_end=16.0, train_s=6.0))
+    # b claims 30 s of phases (3 s download, 27 s training) but was bound only 10 s: scaled down to fit.
+    seen.on_event(Event("update_accepted", "j", 0, 0, "b", at=23.0, fetch_end=16.0, train_s=27.0))
+    seen.on_event(Event("client_dropped", "j", 0, 0, "c", at=20.0, bound=2))
+    view = seen.annotate(job_view(ActiveJob("j", SPEC, "", 0.0, "running", 0), state(10.0), supply=5))
+    seen.on_event(Event("round_closed", "j", 0, 0, at=23.0))
+
+    direct = ClientHistory()
+    direct.delivered("a", 4.0, 6.0, WORK, 800.0)
+    direct.delivered("b", 1.0, 9.0, WORK, 800.0)
+    direct.missed("c", 6.0, WORK, 800.0)
+    for client in "abc":
+        assert seen.estimate(client) == direct.estimate(client)
+    assert seen.estimate("a").task_s(view) == pytest.approx(6.0 + 2 * 4.0)
+    assert seen.speed_tiers() == direct.speed_tiers(3)
+
+    timings = RoundTimings()
+    timings.finished(10.0, 13.0, 23.0)  # the demand-th (2nd) bind at 13.0
+    after = seen.annotate(view)
+    assert (after.recent_schedule_s, after.recent_response_s) == (timings.recent_schedule_s, 10.0)
+    assert (after.model_size_kbit, after.work_samples) == (800.0, WORK)
+    # Before the close: two results, nobody still working (c dropped).
+    assert view.expected_results == pytest.approx(2.0)
+
+
+def test_a_failed_round_is_a_miss_for_who_was_still_working(seen: LiveObservations) -> None:
+    seen.on_event(Event("round_started", "j", 0, 0, at=0.0, state=state(0.0).to_hash()))
+    seen.on_event(Event("model_published", "j", 0, 0, at=0.0, model_kbit=800.0))
+    seen.on_event(bound("late", 1.0, 1))
+    seen.on_event(Event("round_failed", "j", 0, 0, at=50.0))
+    assert seen.estimate("late").reliability < seen.estimate("never-seen").reliability
+    assert seen.annotate(job_view(ActiveJob("j", SPEC, "", 0.0, "running", 0), state(60.0, 0, 1), 5)
+                         ).recent_schedule_s == 50.0  # it never held demand clients: all scheduling
+
+
+def test_sessions_follow_check_in_gaps(seen: LiveObservations) -> None:
+    for at in (0.0, 10.0, 20.0):
+        seen.checked_in("x", at, session_gap_s=30.0)
+    seen.checked_in("x", 100.0, session_gap_s=30.0)  # 80 s of silence: the 0-20 s session ended
+    estimate = seen.estimate("x")
+    assert (estimate.online_since, estimate.session_s) == (100.0, 20.0)
+
+
+def timings_json(fetch_end: float, train_s: float) -> str:
+    now = time.time()
+    return json.dumps({"fetch_start": fetch_end - 0.001, "fetch_end": fetch_end, "train_start": fetch_end,
+                       "train_end": fetch_end + train_s, "upload_start": now})
+
+
+async def test_the_live_plane_skips_a_client_it_learned_is_too_slow_for_the_round(stubs, plane) -> None:
+    """Deadline-aware dispatch of the default policy, acting on what the live plane learned."""
+    job_id, token = await stubs.register(name="deadline", demand=2, over_selection=1.0, execution_timeout_s=0.5,
+                                         task={"local_steps": 1, "batch_size": 10})
+    await stubs.start_round(job_id, token)
+    await stubs.publish(job_id, token, 0, {"w": np.zeros(4, np.float32)})
+    (fast_in, fast), (slow_in, slow) = [await stubs.bind(client) for client in ("fast", "slow")]
+    for client, checkin, accept, train_s in (("fast", fast_in, fast, 0.01), ("slow", slow_in, slow, 1.0)):
+        await stubs.fetch(client, checkin.session_token, job_id, 0)
+        fetched = time.time()
+        await asyncio.sleep(train_s)  # within the 2 s lease: no heartbeat needed
+        await stubs.upload(client, checkin.session_token, accept, {"w": np.ones(4, np.float32)}, 1.0,
+                           timings_json=timings_json(fetched, train_s))
+    info, _ = await stubs.aggregate(job_id, token, 0)
+    assert info.results == 2
+
+    await stubs.start_round(job_id, token)
+    assert (await stubs.check_in("fast", wait_s=2.0)).offers, "the fast client is offered the round"
+    view = plane.view.snapshot().views[0]
+    assert view.recent_response_s is not None and view.model_size_kbit > 0
+    learned = plane.view.observations
+    assert learned.estimate("fast").task_s(view) < 0.5 < learned.estimate("slow").task_s(view)
+    assert not (await stubs.check_in("slow", wait_s=0.0)).offers, "the slow one would miss its deadline"
