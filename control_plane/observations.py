@@ -7,8 +7,9 @@ and expected results. The simulator feeds them from its own clock; here they are
 job events (:mod:`control_plane.events`), which every shard receives, so every shard learns the same
 (check-in sessions excepted: a shard sees the check-ins of its own clients, which are the ones it
 ranks). The bookkeeping is the simulator's: :class:`~policies.history.ClientHistory` and
-:class:`~policies.round_timings.RoundTimings`. Kept in memory: after a restart the estimates start
-empty and the policies fall back to their plain order until the first rounds are observed.
+:class:`~policies.round_timings.RoundTimings`. Kept in memory, and a client not heard of for
+``KEEP_S`` is forgotten; after a restart the estimates start empty and the policies fall back to their
+plain order until the first rounds are observed.
 
 A delivered task's download time runs from its bind (or the model's publication, if later) to the end
 of its fetch, and its training time is what the device reports (both on the server clock); a report
@@ -29,7 +30,9 @@ from policies import ClientEstimate, JobView
 from policies.history import ClientHistory
 from policies.round_timings import RoundTimings
 
-__all__ = ["LiveObservations"]
+__all__ = ["KEEP_S", "LiveObservations"]
+
+KEEP_S = 7 * 24 * 3600.0  # what was learned of a client outlives its sessions, not its absence for a week
 
 
 @dataclass(slots=True)
@@ -54,7 +57,8 @@ class LiveObservations:
         self._attempts: dict[str, _Attempt] = {}
         self._timings: defaultdict[str, RoundTimings] = defaultdict(RoundTimings)
         self._model_kbit: dict[str, float] = {}
-        self._last_seen: dict[str, float] = {}
+        self._last_seen: dict[str, float] = {}  # last check-in here, for sessions
+        self._heard: dict[str, float] = {}  # last check-in or event naming the client
 
     # ---------------------------------------------------------------- what the policies read
 
@@ -87,7 +91,16 @@ class LiveObservations:
             if last is not None:
                 self.history.session_ended(client_id, last)
             self.history.session_started(client_id, now)
-        self._last_seen[client_id] = now
+        self._last_seen[client_id] = self._heard[client_id] = now
+
+    def forget_before(self, since: float) -> int:
+        """Forget the clients not heard of since ``since``; how many."""
+        gone = [client for client, at in self._heard.items() if at < since]
+        for client in gone:
+            del self._heard[client]
+            self._last_seen.pop(client, None)
+            self.history.forget(client)
+        return len(gone)
 
     def on_event(self, event: Event) -> bool:
         """Fold one event in; True when a job's observations changed (its view must be rebuilt)."""
@@ -109,6 +122,8 @@ class LiveObservations:
             self._timings.pop(job_id, None)
             self._model_kbit.pop(job_id, None)
             return False
+        if event.client_id:
+            self._heard[event.client_id] = event.at
         attempt = self._attempts.get(job_id)
         if attempt is None or (attempt.round, attempt.attempt) != (event.round, event.attempt):
             return False

@@ -20,7 +20,7 @@ from control_plane.events import Event
 from control_plane.hot_state import HotState, RoundState
 from control_plane.jobs import ActiveJob, JobRegistry
 from control_plane.matching import supply_by_class
-from control_plane.observations import LiveObservations
+from control_plane.observations import KEEP_S, LiveObservations
 from policies import JobView, Policy, SchedulingContext
 from propius.config import Settings
 from propius.specs import ClientProfile
@@ -171,6 +171,7 @@ class SchedulerView:
         seen: dict[str, tuple[str, tuple[str, ...]]] = {}
         since = time.time() - window_s
         await self._hot.forget_clients_before(since)
+        self.observations.forget_before(time.time() - KEEP_S)
         async for rows in self._hot.recent_profiles_raw(since):
             for client_id, raw in rows:
                 cached = self._eligible.get(client_id)

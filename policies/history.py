@@ -81,6 +81,13 @@ class ClientHistory:
             if bound > 0 and (record.s_per_sample is None or bound > record.s_per_sample):
                 self._set_speed(record, bound)
 
+    def forget(self, client: Hashable) -> None:
+        """Drop what was learned of ``client`` (a control plane bounds its memory this way); counts toward
+        the population's reliability stay."""
+        record = self._records.pop(client, None)
+        if record is not None and record.s_per_sample is not None:
+            del self._speeds[bisect.bisect_left(self._speeds, record.s_per_sample)]
+
     def _set_speed(self, record: _Record, value: float) -> None:
         if record.s_per_sample is not None:
             del self._speeds[bisect.bisect_left(self._speeds, record.s_per_sample)]

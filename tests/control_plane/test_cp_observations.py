@@ -94,6 +94,18 @@ def test_sessions_follow_check_in_gaps(seen: LiveObservations) -> None:
     assert (estimate.online_since, estimate.session_s) == (100.0, 20.0)
 
 
+def test_clients_not_heard_of_are_forgotten(seen: LiveObservations) -> None:
+    seen.on_event(Event("round_started", "j", 0, 0, at=0.0, state=state(0.0).to_hash()))
+    seen.on_event(Event("model_published", "j", 0, 0, at=0.0, model_kbit=800.0))
+    seen.on_event(bound("old", 1.0, 1))
+    seen.on_event(Event("update_accepted", "j", 0, 0, "old", at=9.0, fetch_end=3.0, train_s=6.0))
+    seen.checked_in("new", 500.0, session_gap_s=30.0)
+    assert seen.estimate("old").s_per_sample == pytest.approx(6.0 / WORK)
+    assert seen.forget_before(100.0) == 1
+    assert seen.estimate("old").s_per_sample is None and seen.speed_tiers() == ()
+    assert seen.estimate("new").online_since == 500.0
+
+
 def timings_json(fetch_end: float, train_s: float) -> str:
     now = time.time()
     return json.dumps({"fetch_start": fetch_end - 0.001, "fetch_end": fetch_end, "train_start": fetch_end,
