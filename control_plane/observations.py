@@ -57,7 +57,6 @@ class LiveObservations:
         self._attempts: dict[str, _Attempt] = {}
         self._timings: defaultdict[str, RoundTimings] = defaultdict(RoundTimings)
         self._model_kbit: dict[str, float] = {}
-        self._last_seen: dict[str, float] = {}  # last check-in here, for sessions
         self._heard: dict[str, float] = {}  # last check-in or event naming the client
 
     # ---------------------------------------------------------------- what the policies read
@@ -85,20 +84,20 @@ class LiveObservations:
     # ---------------------------------------------------------------- what it learns from
 
     def checked_in(self, client_id: str, now: float, session_gap_s: float) -> None:
-        """A check-in; one after more than ``session_gap_s`` of silence starts a new session."""
-        last = self._last_seen.get(client_id)
+        """A check-in; one after more than ``session_gap_s`` without a word from the client starts a new
+        session. Its binds and uploads count as words: a long task between two check-ins is no absence."""
+        last = self._heard.get(client_id)
         if last is None or now - last > session_gap_s:
             if last is not None:
                 self.history.session_ended(client_id, last)
             self.history.session_started(client_id, now)
-        self._last_seen[client_id] = self._heard[client_id] = now
+        self._heard[client_id] = now
 
     def forget_before(self, since: float) -> int:
         """Forget the clients not heard of since ``since``; how many."""
         gone = [client for client, at in self._heard.items() if at < since]
         for client in gone:
             del self._heard[client]
-            self._last_seen.pop(client, None)
             self.history.forget(client)
         return len(gone)
 

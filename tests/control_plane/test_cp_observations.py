@@ -94,6 +94,15 @@ def test_sessions_follow_check_in_gaps(seen: LiveObservations) -> None:
     assert (estimate.online_since, estimate.session_s) == (100.0, 20.0)
 
 
+def test_a_long_task_between_check_ins_is_no_absence(seen: LiveObservations) -> None:
+    seen.on_event(Event("round_started", "j", 0, 0, at=0.0, state=state(0.0).to_hash()))
+    seen.checked_in("busy", 0.0, session_gap_s=30.0)
+    seen.on_event(bound("busy", 1.0, 1))
+    seen.on_event(Event("update_accepted", "j", 0, 0, "busy", at=600.0))
+    seen.checked_in("busy", 601.0, session_gap_s=30.0)
+    assert (seen.estimate("busy").online_since, seen.estimate("busy").session_s) == (0.0, None)
+
+
 def test_clients_not_heard_of_are_forgotten(seen: LiveObservations) -> None:
     seen.on_event(Event("round_started", "j", 0, 0, at=0.0, state=state(0.0).to_hash()))
     seen.on_event(Event("model_published", "j", 0, 0, at=0.0, model_kbit=800.0))
