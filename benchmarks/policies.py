@@ -51,6 +51,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "propius -availability_aware": {"availability_aware": False},
     "propius -speed_tiers": {"speed_tiers": False},
     "propius -tier_fit": {"tier_fit": False},
+    "propius -task_tiers": {"task_tiers": False},
     "propius +admission": {"admission": True},
     "propius +adaptive_over_selection": {"adaptive_over_selection": True},
     "propius +aging_tau_s=7200": {"aging_tau_s": 7200.0},

@@ -72,6 +72,8 @@ class LiveObservations:
         known: dict[str, float] = {}
         if (kbit := self._model_kbit.get(view.job_id)) is not None:
             known["model_size_kbit"] = kbit
+            if (fast := self.history.fast_task_s(view.work_samples, kbit, self._tiers)) is not None:
+                known["fast_task_s"] = fast
         timings = self._timings.get(view.job_id)
         if timings is not None and timings.recent_schedule_s is not None:
             known["recent_schedule_s"] = timings.recent_schedule_s

@@ -64,6 +64,7 @@ class JobView:
     recent_schedule_s: float | None = None  # smoothed scheduling delay of the job's last rounds
     recent_response_s: float | None = None  # smoothed response-collection time of the job's last rounds
     opened_at: float | None = None  # when the current round attempt opened (RoundState.started_at)
+    fast_task_s: float | None = None  # predicted task seconds of this job's fastest speed tier of clients
 
     @property
     def open_slots(self) -> int:

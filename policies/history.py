@@ -32,6 +32,9 @@ class _Record:
     cached: ClientEstimate | None = None
 
 
+_GRID = 32  # quantiles of speed and of transfer time combined into the task-time distribution
+
+
 class ClientHistory:
     def __init__(self, prior_weight: float = 2.0, session_smoothing: float = 0.5) -> None:
         self._records: dict[Hashable, _Record] = {}
@@ -40,6 +43,9 @@ class ClientHistory:
         self._delivered = 0
         self._missed = 0
         self._speeds: list[float] = []  # sorted learned speeds, for tier bounds
+        self._transfer: list[float] = []  # sorted learned seconds per kbit (1 / bandwidth)
+        self._changes = 0  # speed and bandwidth updates so far
+        self._fast: dict[tuple[float, float, int], tuple[int, float]] = {}  # task shape -> (at change, bound)
 
     def _record(self, client: Hashable) -> _Record:
         record = self._records.get(client)
@@ -66,8 +72,8 @@ class ClientHistory:
         record = self._record(client)
         record.delivered += 1
         self._delivered += 1
-        if fetch_s > 0:
-            record.bandwidth_kbps = model_size_kbit / fetch_s
+        if fetch_s > 0 and model_size_kbit > 0:
+            self._set_bandwidth(record, model_size_kbit / fetch_s)
         if work_samples > 0:
             self._set_speed(record, train_s / work_samples)
 
@@ -87,12 +93,23 @@ class ClientHistory:
         record = self._records.pop(client, None)
         if record is not None and record.s_per_sample is not None:
             del self._speeds[bisect.bisect_left(self._speeds, record.s_per_sample)]
+        if record is not None and record.bandwidth_kbps is not None:
+            del self._transfer[bisect.bisect_left(self._transfer, 1.0 / record.bandwidth_kbps)]
+        self._changes += 1
 
     def _set_speed(self, record: _Record, value: float) -> None:
         if record.s_per_sample is not None:
             del self._speeds[bisect.bisect_left(self._speeds, record.s_per_sample)]
         record.s_per_sample = value
         bisect.insort(self._speeds, value)
+        self._changes += 1
+
+    def _set_bandwidth(self, record: _Record, value: float) -> None:
+        if record.bandwidth_kbps is not None:
+            del self._transfer[bisect.bisect_left(self._transfer, 1.0 / record.bandwidth_kbps)]
+        record.bandwidth_kbps = value
+        bisect.insort(self._transfer, 1.0 / value)
+        self._changes += 1
 
     def population_reliability(self) -> float:
         return (self._delivered + 1.0) / (self._delivered + self._missed + 2.0)
@@ -118,3 +135,26 @@ class ClientHistory:
         if tiers < 2 or len(self._speeds) < tiers:
             return ()
         return tuple(self._speeds[len(self._speeds) * i // tiers] for i in range(1, tiers))
+
+    def fast_task_s(self, work_samples: float, model_size_kbit: float, tiers: int) -> float | None:
+        """Predicted seconds of a task of this shape that the fastest of ``tiers`` equal-count tiers of
+        learned clients stays within: the bound of the fastest tier by task time, where download and
+        upload count as much as training (a fast phone on a slow link is a straggler too).
+
+        Speed and bandwidth are taken as independent: ``_GRID`` quantiles of each give the task-time
+        distribution. Recomputed after every twentieth of the learned clients changed, not per call.
+        """
+        if tiers < 2 or min(len(self._speeds), len(self._transfer)) < _GRID:
+            return None
+        key = (work_samples, model_size_kbit, tiers)
+        cached = self._fast.get(key)
+        if cached is not None and self._changes - cached[0] < max(_GRID, len(self._speeds) // 20):
+            return cached[1]
+        speeds, transfer = (
+            [values[(2 * i + 1) * len(values) // (2 * _GRID)] for i in range(_GRID)]
+            for values in (self._speeds, self._transfer)
+        )
+        tasks = sorted(work_samples * s + 2.0 * model_size_kbit * t for s in speeds for t in transfer)
+        bound = tasks[len(tasks) // tiers]
+        self._fast[key] = (self._changes, bound)
+        return bound

@@ -101,8 +101,11 @@ class IrsPolicy(Policy):
         """True when ``head`` is pinned to the fastest tier and this client is not in it."""
         if not ctx.speed_tiers or head.recent_response_s is None or head.recent_schedule_s is None:
             return False
-        tiers = len(ctx.speed_tiers) + 1
-        if head.recent_response_s <= tiers * head.recent_schedule_s:
+        if head.recent_response_s <= (len(ctx.speed_tiers) + 1) * head.recent_schedule_s:
             return False
+        return not self._in_fastest_tier(head, ctx)
+
+    def _in_fastest_tier(self, head: JobView, ctx: SchedulingContext) -> bool:
+        """Whether the client's learned speed is in the fastest tier (unknown: not)."""
         speed = ctx.client.s_per_sample if ctx.client is not None else None
-        return speed is None or bisect.bisect_left(ctx.speed_tiers, speed) > 0
+        return speed is not None and bisect.bisect_left(ctx.speed_tiers, speed) == 0

@@ -15,6 +15,9 @@ the benchmark can show what each buys (docs/policies.md):
   smallest-remaining-service order (IRS's ``score``), whatever their class.
 - ``speed_tiers`` (on, from IRS): pin the head job (of each class group, or of the global order) to
   the fastest learned speed tier when its response collection dominates its scheduling delay.
+- ``task_tiers`` (on): the fastest tier is the fastest third of clients by predicted task time for
+  the pinned job (training, download and upload; :meth:`policies.history.ClientHistory.fast_task_s`),
+  not by training speed alone as in IRS: a fast phone on a slow link would be the round's straggler.
 - ``tier_fit`` (on): pin only a job whose class supply is at least ``tiers x`` its bind target, i.e.
   whose round the fastest tier can fill; pinning a job that needs most of its class to one third of
   it only stretches its scheduling delay (measured on utilization-5jobs: the demand-400 job in the
@@ -81,7 +84,7 @@ class PropiusPolicy(IrsPolicy):
         deadline_aware: bool = True, availability_aware: bool = True, adaptive_over_selection: bool = False,
         margin_z: float = 1.0, aging_tau_s: float = 0.0, fill_first: bool = False,
         scarce_first: bool = False, doom_guard: bool = True, doom_min_s: float = 60.0,
-        straggler_guard: bool = True, straggler_slack: float = 0.2, tier_fit: bool = True,
+        straggler_guard: bool = True, straggler_slack: float = 0.2, tier_fit: bool = True, task_tiers: bool = True,
     ) -> None:
         super().__init__(merge=merge, speed_tiers=speed_tiers)
         self.admission = admission
@@ -98,6 +101,7 @@ class PropiusPolicy(IrsPolicy):
         self.straggler_guard = straggler_guard
         self.straggler_slack = straggler_slack
         self.tier_fit = tier_fit
+        self.task_tiers = task_tiers
 
     @property
     def _reorders_groups(self) -> bool:  # type: ignore[override]
@@ -138,6 +142,12 @@ class PropiusPolicy(IrsPolicy):
             if supply < (len(ctx.speed_tiers) + 1) * head.target:  # the fastest tier alone cannot fill it
                 return False
         return super()._pinned_elsewhere(head, ctx)
+
+    def _in_fastest_tier(self, head: JobView, ctx: SchedulingContext) -> bool:
+        if not self.task_tiers or head.fast_task_s is None:
+            return super()._in_fastest_tier(head, ctx)
+        task_s = ctx.client.task_s(head) if ctx.client is not None else None
+        return task_s is not None and task_s <= head.fast_task_s
 
     def _late(self, job: JobView, finish_at: float) -> bool:
         """True when the round already holds ``demand`` clients and is expected to close before ``finish_at``.

@@ -126,8 +126,7 @@ class Simulation:
     def ordered_views(self) -> list[JobView]:
         """Open rounds in policy order, rebuilt only after some job's state changed."""
         if self._dirty:
-            supply = self.supply
-            views = [job.view or job.build_view(supply[job.key]) for job in self.jobs if job.state == "open"]
+            views = [self.view_of(job) for job in self.jobs if job.state == "open"]
             ctx = SchedulingContext(now=self.now, supply_by_class=self.supply, seed=self.config.seed,
                                     speed_tiers=self.tiers)
             self._ordered = self.policy.order(views, ctx)
@@ -135,7 +134,10 @@ class Simulation:
         return self._ordered
 
     def view_of(self, job: SimJob) -> JobView:
-        return job.view or job.build_view(self.supply[job.key])
+        if job.view is not None:
+            return job.view
+        shape = (job.spec.task.work_samples, job.workload.model_size_kbit)
+        return job.build_view(self.supply[job.key], self.history.fast_task_s(*shape, self.config.speed_tiers))
 
     def context(self, client: int, now: float) -> SchedulingContext:
         return SchedulingContext(now=now, supply_by_class=self.supply, seed=self.config.seed,

@@ -115,13 +115,13 @@ class SimJob:
             closed_at=0.0, model_digest="", aggregate_digest="",
         )
 
-    def build_view(self, supply: int) -> JobView:
+    def build_view(self, supply: int, fast_task_s: float | None) -> JobView:
         """``job_view(self.active, self.round_state(), supply)`` plus the observations the simulator tracks."""
         if self.view is None:
             self.view = dataclasses.replace(
                 job_view(self.active, self.round_state(), supply), model_size_kbit=self.workload.model_size_kbit,
                 expected_results=self.expected, recent_schedule_s=self.timings.recent_schedule_s,
-                recent_response_s=self.timings.recent_response_s,
+                recent_response_s=self.timings.recent_response_s, fast_task_s=fast_task_s,
             )
         return self.view
 

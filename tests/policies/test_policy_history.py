@@ -32,3 +32,16 @@ def test_sessions_and_tiers() -> None:
     for i, speed in enumerate([0.01, 0.02, 0.03, 0.04, 0.05, 0.06]):
         history.delivered(i, fetch_s=1.0, train_s=speed * 100, work_samples=100.0, model_size_kbit=1.0)
     assert history.speed_tiers(3) == pytest.approx((0.03, 0.05))
+
+
+def test_fast_task_s_is_the_fastest_tiers_bound_by_task_time() -> None:
+    history = ClientHistory()
+    assert history.fast_task_s(100.0, 1000.0, 3) is None  # nothing learned yet
+    for client in range(64):  # speeds 0.01 ... 0.64 s per sample pass; every link 1,000 kbit/s
+        history.delivered(client, 1.0, (client + 1) * 0.01 * 100.0, 100.0, 1000.0)
+    # One link speed: the task-time quantiles are the speed quantiles shifted by the 2 s of transfers.
+    # Grid of 32 x 32 sums, index 1024 // 3 = 341 -> speed quantile 341 // 32 = 10 -> speeds[21] = 0.22.
+    assert history.fast_task_s(100.0, 1000.0, 3) == pytest.approx(100.0 * 0.22 + 2.0 * 1000.0 / 1000.0)
+    assert history.fast_task_s(100.0, 1000.0, 1) is None
+    history.forget(0)
+    assert history.fast_task_s(100.0, 1000.0, 3) == pytest.approx(24.0)  # cached: one change of 64

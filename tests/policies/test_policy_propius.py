@@ -144,3 +144,21 @@ def test_tier_fit_pins_only_a_job_the_fastest_tier_can_fill(view: Callable[..., 
     assert rank(PropiusPolicy(), 50) == ["next"]  # 50 >= 3 tiers x 13: pinned, the slow client skips it
     assert rank(PropiusPolicy(), 30) == ["head", "next"]  # 30 < 39: the fastest tier cannot fill it, no pin
     assert rank(PropiusPolicy(tier_fit=False), 30) == ["next"]
+
+
+def test_task_tiers_pin_by_predicted_task_time_not_training_speed_alone(view: Callable[..., JobView]) -> None:
+    # The head job's fastest tier finishes a task within 110 s. Both clients train in the fastest speed
+    # tier (0.05 < 0.06); the one on a slow link needs 50 + 2 x 10,000 / 200 = 150 s for a task.
+    head = view("head", rounds_total=1, target=13, recent_schedule_s=10.0, recent_response_s=100.0,
+                fast_task_s=110.0, **dict(TASK, work_samples=1000.0))
+    jobs = [head, view("next", rounds_total=2)]
+    good_link = ClientEstimate(s_per_sample=0.05, bandwidth_kbps=1000.0)  # 50 + 20 = 70 s
+    slow_link = ClientEstimate(s_per_sample=0.05, bandwidth_kbps=200.0)
+
+    def rank(policy: PropiusPolicy, client: ClientEstimate) -> list[str]:
+        ctx = SchedulingContext(now=0.0, supply_by_class={"{}": 50}, client=client, speed_tiers=(0.06, 0.12))
+        return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
+
+    assert rank(PropiusPolicy(), good_link) == ["head", "next"]
+    assert rank(PropiusPolicy(), slow_link) == ["next"]  # would be the round's straggler
+    assert rank(PropiusPolicy(task_tiers=False), slow_link) == ["head", "next"]  # IRS's rule: speed alone
