@@ -91,24 +91,26 @@ class ClientHistory:
         """Drop what was learned of ``client`` (a control plane bounds its memory this way); counts toward
         the population's reliability stay."""
         record = self._records.pop(client, None)
-        if record is not None and record.s_per_sample is not None:
-            del self._speeds[bisect.bisect_left(self._speeds, record.s_per_sample)]
-        if record is not None and record.bandwidth_kbps is not None:
-            del self._transfer[bisect.bisect_left(self._transfer, 1.0 / record.bandwidth_kbps)]
-        self._changes += 1
+        if record is not None:
+            self._set_speed(record, None)
+            self._set_bandwidth(record, None)
 
-    def _set_speed(self, record: _Record, value: float) -> None:
+    def _set_speed(self, record: _Record, value: float | None) -> None:
+        """Keep ``_speeds`` sorted and in step with the records; None forgets the speed."""
         if record.s_per_sample is not None:
             del self._speeds[bisect.bisect_left(self._speeds, record.s_per_sample)]
         record.s_per_sample = value
-        bisect.insort(self._speeds, value)
+        if value is not None:
+            bisect.insort(self._speeds, value)
         self._changes += 1
 
-    def _set_bandwidth(self, record: _Record, value: float) -> None:
+    def _set_bandwidth(self, record: _Record, value: float | None) -> None:
+        """Keep ``_transfer`` (seconds per kbit) sorted and in step with the records; None forgets it."""
         if record.bandwidth_kbps is not None:
             del self._transfer[bisect.bisect_left(self._transfer, 1.0 / record.bandwidth_kbps)]
         record.bandwidth_kbps = value
-        bisect.insort(self._transfer, 1.0 / value)
+        if value is not None:
+            bisect.insort(self._transfer, 1.0 / value)
         self._changes += 1
 
     def population_reliability(self) -> float:
