@@ -56,6 +56,14 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "propius +adaptive_over_selection": {"adaptive_over_selection": True},
     "propius +aging_tau_s=7200": {"aging_tau_s": 7200.0},
     "propius +fill_first": {"fill_first": True},
+    "propius +longest_first": {"longest_first": True},
+    "propius -fastest_wake": {"fastest_wake": False},
+}
+# Central-binding variants run beside the default on utilization-5jobs.
+UTILIZATION_VARIANTS: dict[str, dict[str, Any]] = {
+    "propius -speed_tiers": {"speed_tiers": False},
+    "propius -fastest_wake": {"fastest_wake": False},
+    "propius +longest_first": {"longest_first": True},
 }
 
 
@@ -155,8 +163,8 @@ def utilization_table(rows: list[dict[str, Any]], counts: list[int]) -> list[str
              "| busy util. | binds/s | wasted handshakes | util. vs static | binds/s vs client-random |",
              "|---" * 12 + "|"]
     for n in counts:
-        mine = {r["mode"]: r for r in rows if r["clients"] == n and r["policy"] != "propius -speed_tiers"}
-        extra = [r for r in rows if r["clients"] == n and r["policy"] == "propius -speed_tiers"]
+        mine = {r["mode"]: r for r in rows if r["clients"] == n and r["policy"] not in UTILIZATION_VARIANTS}
+        extra = [r for r in rows if r["clients"] == n and r["policy"] in UTILIZATION_VARIANTS]
         for mode, r in [*mine.items(), *(("central", r) for r in extra)]:
             util = r["utilization"] / mine["static"]["utilization"] if "static" in mine else float("nan")
             binds = r["binds_per_s"] / mine["client-random"]["binds_per_s"] if "client-random" in mine else float("nan")
@@ -201,8 +209,8 @@ def main() -> None:
     if not args.no_utilization:
         for n in util_counts:
             tasks += [task("utilization-5jobs", "propius", "propius", n, 0, availability="always"),
-                      task("utilization-5jobs", "propius -speed_tiers", "propius", n, 0, availability="always",
-                           options={"speed_tiers": False}),
+                      *(task("utilization-5jobs", label, "propius", n, 0, availability="always", options=options)
+                        for label, options in UTILIZATION_VARIANTS.items()),
                       task("utilization-5jobs", "static", "fifo", n, 0, mode="static", availability="always"),
                       task("utilization-5jobs", "client-random", "fifo", n, 0, mode="client-random",
                            availability="always")]

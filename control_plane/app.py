@@ -73,7 +73,7 @@ class ControlPlane:
         self.journal = Journal(self.store)
         self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs,
                                    self.metrics)
-        self.view = SchedulerView(self.hot, self.jobs, load_policy(settings.policy))
+        self.view = SchedulerView(self.hot, self.jobs, load_policy(settings.policy, **settings.policy_options))
         self.bus.add_listener(self.view.on_event)  # before the binder's: woken clients must see the new state
         self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus, self.metrics)
         self.scheduler = Scheduler(settings, self.view, self.jobs)

@@ -13,6 +13,7 @@ import dataclasses
 import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from control_plane.errors import InvalidArgument, NotFound, PermissionDenied
@@ -89,7 +90,7 @@ class Binder:
         wait_s = min(max(wait_s, 0.0), self._settings.max_wait_s)
         deadline = time.monotonic() + wait_s
         while not offers and (remaining := deadline - time.monotonic()) > 0:
-            if not await self.waiting.wait(attributes, remaining):
+            if not await self.waiting.wait(profile.client_id, attributes, remaining):
                 break
             offers = self._offers(profile.client_id, attributes, max_offers)
         token = await self._hot.check_in(
@@ -186,7 +187,7 @@ class Binder:
             return
         job = self._jobs.cached(event.job_id)
         if job is not None:
-            self.waiting.wake(job.spec.requirements.public, event.slots)
+            self.waiting.wake(job.spec.requirements.public, event.slots, self._wake_key(event.job_id))
         else:  # a job registered on another shard: learn it from the store, then wake
             task = asyncio.create_task(self._learn_and_wake(event))
             self._background.add(task)
@@ -197,4 +198,13 @@ class Binder:
             job = await self._jobs.get(event.job_id)
         except NotFound:
             return
-        self.waiting.wake(job.spec.requirements.public, event.slots)
+        self.waiting.wake(job.spec.requirements.public, event.slots, self._wake_key(event.job_id))
+
+    def _wake_key(self, job_id: str) -> Callable[[str], float] | None:
+        """The policy's wake order for the job's open round, over client ids; None: oldest first."""
+        view = next((view for view in self._view.snapshot().views if view.job_id == job_id), None)
+        score = None if view is None else self._view.policy.wake_key(view)
+        if score is None:
+            return None
+        estimate = self._view.observations.estimate
+        return lambda client_id: score(estimate(client_id))

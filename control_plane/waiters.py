@@ -1,13 +1,17 @@
 """Long-polling check-ins: clients wait here until a slot they are eligible for opens.
 
 This is what makes binding event-driven: a round start or a freed slot wakes just enough eligible
-waiters (oldest first) instead of every client polling on a fixed interval.
+waiters instead of every client polling on a fixed interval: the oldest, or those the policy's wake
+key ranks first (:meth:`policies.Policy.wake_key`, e.g. the predicted fastest for the job).
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from propius.specs import AttributeValue, Constraints
@@ -17,6 +21,7 @@ __all__ = ["WaitQueue"]
 
 @dataclass
 class _Waiter:
+    client_id: str
     attributes: dict[str, AttributeValue]
     future: asyncio.Future[None]
 
@@ -33,12 +38,12 @@ class WaitQueue:
     def __len__(self) -> int:
         return len(self._waiters)
 
-    async def wait(self, attributes: dict[str, AttributeValue], timeout: float) -> bool:
+    async def wait(self, client_id: str, attributes: dict[str, AttributeValue], timeout: float) -> bool:
         """True when woken for a slot, False on timeout."""
         ticket = self._next
         self._next += 1
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters[ticket] = _Waiter(attributes, future)
+        self._waiters[ticket] = _Waiter(client_id, attributes, future)
         try:
             await asyncio.wait_for(future, timeout)
             return True
@@ -47,14 +52,20 @@ class WaitQueue:
         finally:
             self._waiters.pop(ticket, None)
 
-    def wake(self, constraints: Constraints, slots: int) -> int:
+    def wake(self, constraints: Constraints, slots: int, key: Callable[[str], float] | None = None) -> int:
+        """Wake up to ``overwake x slots`` waiters that ``constraints`` admit: the oldest, or those with
+        the lowest ``key(client_id)`` (the oldest among equal keys). Returns how many were woken."""
         budget = max(1, int(slots * self._overwake)) if slots > 0 else 0
-        woken = 0
-        for ticket, waiter in list(self._waiters.items()):
-            if woken >= budget:
-                break
-            if not waiter.future.done() and constraints.admits(waiter.attributes):
-                waiter.future.set_result(None)
-                del self._waiters[ticket]
-                woken += 1
-        return woken
+        eligible = (
+            (ticket, waiter) for ticket, waiter in self._waiters.items()
+            if not waiter.future.done() and constraints.admits(waiter.attributes)
+        )
+        if key is None:
+            chosen = list(itertools.islice(eligible, budget))
+        else:
+            chosen = [item for _, item in heapq.nsmallest(
+                budget, (((key(waiter.client_id), ticket), (ticket, waiter)) for ticket, waiter in eligible))]
+        for ticket, waiter in chosen:
+            waiter.future.set_result(None)
+            del self._waiters[ticket]
+        return len(chosen)

@@ -7,7 +7,14 @@ from policies.irs import IrsPolicy
 from policies.las import LasPolicy
 from policies.propius_default import PropiusPolicy
 from policies.random_order import RandomOrderPolicy
-from policies.registry import ENTRY_POINT_GROUP, UnknownPolicyError, available_policies, load_policy
+from policies.registry import (
+    ENTRY_POINT_GROUP,
+    PolicyOptionError,
+    UnknownPolicyError,
+    available_policies,
+    load_policy,
+    parse_options,
+)
 from policies.srsf import SrsfPolicy
 
 __all__ = [
@@ -19,6 +26,7 @@ __all__ = [
     "JobView",
     "LasPolicy",
     "Policy",
+    "PolicyOptionError",
     "PropiusPolicy",
     "RandomOrderPolicy",
     "SchedulingContext",
@@ -26,4 +34,5 @@ __all__ = [
     "UnknownPolicyError",
     "available_policies",
     "load_policy",
+    "parse_options",
 ]

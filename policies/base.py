@@ -11,6 +11,9 @@ the scheduler calls in a fixed order, so a new policy overrides only the points 
 3. ``rank_for_client(attributes, jobs, ctx)``: optional per-client step. At check-in the scheduler
    passes the jobs this client is eligible for, in the global order; client-aware policies (such as
    Venn's IRS) reorder them here. Default: keep the global order.
+4. ``wake_key(job)``: optional. When slots of ``job`` open (a round starts, a client drops out), the
+   scheduler wakes a few of the idle clients waiting for work; a policy that returns a key function
+   here chooses which (lowest key first, arrival order among equals). Default: None, oldest first.
 
 Policies see frozen :class:`JobView` snapshots and a :class:`SchedulingContext`, never the stores,
 and read time only from ``ctx.now``: the same inputs give the same order in the live control plane,
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -137,3 +140,7 @@ class Policy(ABC):
     ) -> list[JobView]:
         """Reorder the jobs one client is eligible for (given in global order); default keeps it."""
         return list(jobs)
+
+    def wake_key(self, job: JobView) -> Callable[[ClientEstimate], float] | None:
+        """Which waiting clients a free slot of ``job`` wakes first (lowest key); None: oldest first."""
+        return None

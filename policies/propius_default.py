@@ -41,6 +41,17 @@ the benchmark can show what each buys (docs/policies.md):
 - ``adaptive_over_selection`` (off: measured, the later ``demand``-th result costs more JCT than the
   saved binds win back): stop offering a round once its expected results (results plus each working
   client weighted by its learned reliability) reach ``demand + margin_z x sqrt(demand)``.
+- ``longest_first`` (off): a makespan objective instead of JCT, for a batch of jobs that must all
+  finish (the utilization experiment): the job with the longest predicted remaining time (remaining
+  rounds x its recent scheduling delay plus response time) is served first, as in longest-processing-
+  time-first list scheduling, so the job on the critical path gets clients first and the others
+  catch up when it is ahead; a job whose rounds have not been timed yet goes first, so it is measured.
+  It lengthens average JCT (small jobs wait), hence off by default.
+- ``fastest_wake`` (on): when a round of a job opens (or a slot frees), the idle clients it wakes
+  are those predicted to finish its task first, not the longest waiting: the round closes at its
+  ``demand``-th result, so binding the fastest idle clients shortens it (measured on
+  utilization-5jobs: the demand-400 job alone at 1,800 clients, 7,148 s -> 5,242 s, its bound
+  being 5,190 s). A client with no history counts as fastest, so it is tried and measured.
 - ``aging_tau_s`` (0 = off): starvation guard; the score is divided by ``1 + age / aging_tau_s``.
 - ``fill_first`` (off): inside a class group (the whole order when ``scarce_first`` is off), offer
   rounds that already hold some clients before empty ones.
@@ -53,7 +64,7 @@ them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
 from policies.base import ClientEstimate, JobView, SchedulingContext
@@ -85,6 +96,7 @@ class PropiusPolicy(IrsPolicy):
         margin_z: float = 1.0, aging_tau_s: float = 0.0, fill_first: bool = False,
         scarce_first: bool = False, doom_guard: bool = True, doom_min_s: float = 60.0,
         straggler_guard: bool = True, straggler_slack: float = 0.2, tier_fit: bool = True, task_tiers: bool = True,
+        longest_first: bool = False, fastest_wake: bool = True,
     ) -> None:
         super().__init__(merge=merge, speed_tiers=speed_tiers)
         self.admission = admission
@@ -102,16 +114,37 @@ class PropiusPolicy(IrsPolicy):
         self.straggler_slack = straggler_slack
         self.tier_fit = tier_fit
         self.task_tiers = task_tiers
+        self.longest_first = longest_first
+        self.fastest_wake = fastest_wake
 
     @property
     def _reorders_groups(self) -> bool:  # type: ignore[override]
         return self.fill_first
 
     def score(self, job: JobView, ctx: SchedulingContext) -> float:
+        if self.longest_first:
+            return -self._remaining_s(job)
         base = super().score(job, ctx)
         if self.aging_tau_s <= 0 or math.isinf(base):
             return base
         return base / (1.0 + max(0.0, ctx.now - job.registered_at) / self.aging_tau_s)
+
+    @staticmethod
+    def _remaining_s(job: JobView) -> float:
+        """Predicted seconds until ``job`` finishes if served as it was recently; inf when not yet timed."""
+        if job.recent_schedule_s is None or job.recent_response_s is None or job.remaining_rounds is None:
+            return math.inf
+        return job.remaining_rounds * (job.recent_schedule_s + job.recent_response_s)
+
+    def wake_key(self, job: JobView) -> Callable[[ClientEstimate], float] | None:
+        if not self.fastest_wake or job.work_samples <= 0:
+            return None
+
+        def predicted_task_s(client: ClientEstimate) -> float:
+            task_s = client.task_s(job)
+            return 0.0 if task_s is None else task_s
+
+        return predicted_task_s
 
     def _order_group(self, members: list[JobView], ctx: SchedulingContext) -> list[JobView]:
         if not self.fill_first:

@@ -6,11 +6,15 @@ subclass, declared in its own package's ``pyproject.toml``::
     [project.entry-points."propius.policies"]
     my-policy = "my_package.my_policy:MyPolicy"
 
-Once that package is installed, ``PROPIUS_POLICY=my-policy`` selects it.
+Once that package is installed, ``PROPIUS_POLICY=my-policy`` selects it, and
+``PROPIUS_POLICY_OPTIONS='{"key": value}'`` (or ``propius up --policy-option key=value``) sets its
+constructor's options.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 from collections.abc import Iterable
 from functools import cache
 from importlib.metadata import entry_points
@@ -18,7 +22,14 @@ from typing import Any
 
 from policies.base import Policy
 
-__all__ = ["ENTRY_POINT_GROUP", "UnknownPolicyError", "available_policies", "load_policy"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "PolicyOptionError",
+    "UnknownPolicyError",
+    "available_policies",
+    "load_policy",
+    "parse_options",
+]
 
 ENTRY_POINT_GROUP = "propius.policies"
 
@@ -33,6 +44,10 @@ class UnknownPolicyError(KeyError):
 
     def __str__(self) -> str:
         return f"unknown policy {self.name!r}; installed: {', '.join(self.known) or 'none'}"
+
+
+class PolicyOptionError(ValueError):
+    """The policy's constructor does not take these options (a misspelt or unknown key)."""
 
 
 @cache
@@ -55,4 +70,25 @@ def load_policy(name: str, **options: Any) -> Policy:
     policies = available_policies()
     if name not in policies:
         raise UnknownPolicyError(name, policies)
+    try:
+        inspect.signature(policies[name]).bind(**options)
+    except TypeError as error:
+        raise PolicyOptionError(f"policy {name!r}: {error}") from None
     return policies[name](**options)
+
+
+def parse_options(pairs: Iterable[str]) -> dict[str, Any]:
+    """``key=value`` policy options; values are parsed as JSON where they can be (true, 1.5, ...).
+
+    Raises ValueError for an item without ``=``.
+    """
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"expected key=value, got {pair!r}")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options

@@ -14,11 +14,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from policies import PolicyOptionError, UnknownPolicyError
 from propius.config import DEFAULT_POLICY, Settings
 from propius.flower.cli import app as flower_app
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
-from propius.simulator.cli import simulate_command
+from propius.simulator.cli import policy_options, simulate_command
 from propius.specs import JobSpec, SpecError
 from propius.trace.cli import app as trace_app
 
@@ -58,6 +59,7 @@ def up(
     host: str = "127.0.0.1",
     port: int = 50051,
     policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = DEFAULT_POLICY,
+    policy_option: Annotated[list[str] | None, typer.Option(help="policy option key=value (repeatable)")] = None,
     data_dir: Path = Path("propius-data"),
     metrics_port: Annotated[int, typer.Option(help="serve Prometheus metrics on this port; 0: off")] = 0,
     verbose: bool = True,
@@ -65,14 +67,19 @@ def up(
     """Run the control plane and data plane in one process."""
     _setup_logging(verbose)
     settings = Settings(redis_url=redis_url, database_url=database_url, host=host, port=port, policy=policy,
-                        data_dir=data_dir, metrics_port=metrics_port)
-    if redis_url:
-        asyncio.run(_serve(settings))
-        return
-    from propius.embedded import embedded_redis
+                        policy_options=policy_options(policy_option or []), data_dir=data_dir,
+                        metrics_port=metrics_port)
+    try:
+        if redis_url:
+            asyncio.run(_serve(settings))
+            return
+        from propius.embedded import embedded_redis
 
-    with embedded_redis(data_dir) as url:
-        asyncio.run(_serve(settings.model_copy(update={"redis_url": url})))
+        with embedded_redis(data_dir) as url:
+            asyncio.run(_serve(settings.model_copy(update={"redis_url": url})))
+    except (UnknownPolicyError, PolicyOptionError) as error:
+        console.print(f"[red]{error}[/]")
+        raise typer.Exit(2) from None
 
 
 @app.command()

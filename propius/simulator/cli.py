@@ -16,30 +16,24 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from policies import UnknownPolicyError
+from policies import PolicyOptionError, UnknownPolicyError, parse_options
 from propius.simulator.engine import Mode, SimConfig
 from propius.simulator.population import PopulationModel
 from propius.simulator.run import simulate
 from propius.simulator.workload import load_workload
 from propius.specs import SpecError
 
-__all__ = ["app", "simulate_command"]
+__all__ = ["app", "policy_options", "simulate_command"]
 
 console = Console()
 
 
-def _options(pairs: list[str]) -> dict[str, object]:
-    """``key=value`` policy options; values are parsed as JSON where they can be (true, 1.5, ...)."""
-    options: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise typer.BadParameter(f"expected key=value, got {pair!r}")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
-    return options
+def policy_options(pairs: list[str]) -> dict[str, object]:
+    """``--option key=value`` items as policy options (shared with ``propius up --policy-option``)."""
+    try:
+        return parse_options(pairs)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
 
 
 def simulate_command(
@@ -64,8 +58,8 @@ def simulate_command(
     mode_: Mode = mode  # type: ignore[assignment]
     try:
         metrics, _ = simulate(spec, policy, n, seed, config=SimConfig(mode=mode_, seed=seed),
-                              options=_options(option or []), model=PopulationModel(days=days))
-    except UnknownPolicyError as error:
+                              options=policy_options(option or []), model=PopulationModel(days=days))
+    except (UnknownPolicyError, PolicyOptionError) as error:
         console.print(f"[red]{error}[/]")
         raise typer.Exit(2) from None
     out.mkdir(parents=True, exist_ok=True)

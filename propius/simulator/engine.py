@@ -330,7 +330,9 @@ class Simulation:
             self._push(self.now, CHECKIN, client, -1)
 
     def _wake(self, job: SimJob, slots: int) -> None:
-        for client in self.pool.wake(job.wake_bit, slots):
+        score = self.policy.wake_key(self.view_of(job))
+        key = None if score is None else (lambda client: score(self.history.estimate(client)))
+        for client in self.pool.wake(job.wake_bit, slots, key):
             self._push(self.now, CHECKIN, client, -1)
 
     def _refresh_supply(self) -> None:

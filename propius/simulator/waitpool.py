@@ -1,16 +1,19 @@
 """Idle clients waiting for a slot: the simulator's counterpart of ``control_plane.waiters.WaitQueue``.
 
 Same contract as the live queue: clients wait in arrival order; a freed or new slot wakes up to
-``overwake x slots`` (at least one) waiting clients that the slot's job admits, oldest first, and
-they check in again. The live queue tests each waiter's attributes against the job's constraints;
-here each client carries a bit mask of what it is eligible for (computed once with the same
-constraint code), and waiters are kept in one queue per mask, so a wake-up looks only at eligible
-waiters: O(masks + woken) instead of O(waiting).
-"""
+``overwake x slots`` (at least one) waiting clients that the slot's job admits, oldest first or,
+when the policy has a wake key (:meth:`policies.Policy.wake_key`), lowest key first, and they check
+in again. The live queue tests each waiter's attributes against the job's constraints; here each
+client carries a bit mask of what it is eligible for (computed once with the same constraint code),
+and waiters are kept in one queue per mask, so a wake-up looks only at eligible waiters:
+O(masks + woken) oldest first, O(eligible waiters) by key."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import OrderedDict
+from collections.abc import Callable
 
 __all__ = ["WaitPool"]
 
@@ -41,16 +44,22 @@ class WaitPool:
         if mask is not None:
             del self._queues[mask][client]
 
-    def wake(self, bit: int, slots: int) -> list[int]:
-        """Remove and return the oldest waiters whose mask has ``bit``, up to the wake budget."""
+    def wake(self, bit: int, slots: int, key: Callable[[int], float] | None = None) -> list[int]:
+        """Remove and return waiters whose mask has ``bit``, up to the wake budget: the oldest, or
+        those with the lowest ``key`` (the oldest among equal keys)."""
         budget = max(1, int(slots * self._overwake)) if slots > 0 else 0
         queues = [queue for mask, queue in self._queues.items() if mask & bit and queue]
-        woken: list[int] = []
-        while len(woken) < budget and queues:
-            queue = queues[0] if len(queues) == 1 else min(queues, key=lambda q: next(iter(q.values())))
-            client, _ = queue.popitem(last=False)
-            del self._mask_of[client]
-            woken.append(client)
-            if not queue:
-                queues.remove(queue)
+        if key is None:
+            woken = self._oldest(queues, budget)
+        else:
+            waiting = ((key(client), ticket, client) for queue in queues for client, ticket in queue.items())
+            woken = [client for _, _, client in heapq.nsmallest(budget, waiting)]
+        for client in woken:
+            del self._queues[self._mask_of.pop(client)][client]
         return woken
+
+    @staticmethod
+    def _oldest(queues: list[OrderedDict[int, int]], budget: int) -> list[int]:
+        """The ``budget`` oldest waiters of per-mask queues (each already in arrival order)."""
+        merged = heapq.merge(*(queue.items() for queue in queues), key=lambda item: item[1])
+        return [client for client, _ in itertools.islice(merged, budget)]

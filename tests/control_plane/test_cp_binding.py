@@ -90,3 +90,25 @@ async def test_long_polling_check_in_wakes_when_a_round_starts(plane, stubs, wai
     assert woke - began < 4.0  # well before wait_s
     reply = await stubs.accept("sleeper", checkin.session_token, checkin.offers[0].offer_id)
     assert reply.bound and reply.round == 0
+
+
+async def test_a_round_start_wakes_the_fastest_waiting_clients(plane, stubs, wait_for):
+    """The default policy's wake key: of three waiters, a 1-slot round (2 wake-ups) wakes the two
+    predicted fastest, although the slowest has waited longest."""
+    job_id, token = await stubs.register(name="fastest", demand=1, over_selection=1.0)
+    history = plane.view.observations.history
+    for client, s_per_sample in (("slow", 1.0), ("fast", 0.01), ("mid", 0.1)):
+        history.delivered(client, 1.0, 30 * s_per_sample, 30, 1000.0)  # learned from an earlier job's task
+    polls = {}
+    for count, client in enumerate(("slow", "fast", "mid"), start=1):
+        polls[client] = asyncio.create_task(stubs.check_in(client, wait_s=5.0, cpu_f=8))
+
+        async def queued(count: int = count) -> bool:
+            return len(plane.binder.waiting) == count
+
+        await wait_for(queued, what=f"{client} to wait")
+    await stubs.start_round(job_id, token)
+    done, pending = await asyncio.wait([polls["fast"], polls["mid"]], timeout=3.0)
+    assert not pending and all(poll.result().offers for poll in done)
+    assert not polls["slow"].done() and len(plane.binder.waiting) == 1
+    polls["slow"].cancel()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from policies import ClientEstimate, JobView, PropiusPolicy, SchedulingContext, available_policies
+from policies import ClientEstimate, JobView, PropiusPolicy, SchedulingContext, available_policies, load_policy
 from policies.propius_default import admitted
 
 CLIENT = {"device_class": "edge"}
@@ -70,6 +70,30 @@ def test_aging_lets_an_old_large_job_overtake_a_young_small_one(view: Callable[.
     assert [j.job_id for j in PropiusPolicy().order([old, young], ctx)] == ["young", "old"]
     aged = PropiusPolicy(aging_tau_s=1000.0)  # 100 / 11 < 50 / 1.1
     assert [j.job_id for j in aged.order([old, young], ctx)] == ["old", "young"]
+
+
+def test_longest_first_serves_the_job_predicted_to_finish_last(view: Callable[..., JobView]) -> None:
+    # Remaining seconds: few slow rounds 5 x (10 + 190) = 1,000; many quick ones 20 x (5 + 40) = 900.
+    few_slow = view("few-slow", rounds_total=5, demand=400, recent_schedule_s=10.0, recent_response_s=190.0)
+    many_quick = view("many-quick", rounds_total=20, demand=50, recent_schedule_s=5.0, recent_response_s=40.0)
+    untimed = view("untimed", rounds_total=1, demand=10)  # no round timed yet: first, so it gets measured
+    ctx = SchedulingContext(now=0.0, supply_by_class={"{}": 50})
+    jobs = [many_quick, few_slow, untimed]
+    assert [j.job_id for j in PropiusPolicy(longest_first=True).order(jobs, ctx)] == [
+        "untimed", "few-slow", "many-quick"]
+    # The default (smallest remaining service, rounds x demand): 10 < 1,000 < 2,000.
+    assert [j.job_id for j in PropiusPolicy().order(jobs, ctx)] == ["untimed", "many-quick", "few-slow"]
+
+
+def test_fastest_wake_keys_waiters_by_predicted_task_time(view: Callable[..., JobView]) -> None:
+    job = view("j", **TASK)
+    key = PropiusPolicy().wake_key(job)
+    assert key is not None
+    fast = ClientEstimate(s_per_sample=0.05, bandwidth_kbps=2000.0)  # 50 + 10 = 60 s
+    assert (key(fast), key(SLOWISH), key(ClientEstimate())) == (60.0, 120.0, 0.0)  # unknown: tried first
+    assert PropiusPolicy(fastest_wake=False).wake_key(job) is None
+    assert PropiusPolicy().wake_key(view("shapeless")) is None  # no task shape: oldest first
+    assert load_policy("fifo").wake_key(job) is None
 
 
 def test_fill_first_prefers_a_started_round_inside_a_class(view: Callable[..., JobView]) -> None:

@@ -12,13 +12,17 @@ import pytest
 from policies import (
     FifoPolicy,
     JobView,
+    PolicyOptionError,
+    PropiusPolicy,
     RandomOrderPolicy,
     SchedulingContext,
     SrsfPolicy,
     UnknownPolicyError,
     available_policies,
     load_policy,
+    parse_options,
 )
+from propius.config import Settings
 
 PLUGIN = "propius_test_plugin_policy"
 
@@ -39,6 +43,19 @@ def test_an_unknown_name_lists_the_known_ones() -> None:
     assert {"fifo", "random", "srsf"} <= set(caught.value.known)
     assert "unknown policy 'lottery'" in str(caught.value)
     assert all(name in str(caught.value) for name in ("fifo", "random", "srsf"))
+
+
+def test_options_reach_the_policy_and_a_misspelt_one_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse_options(["longest_first=true", "straggler_slack=0.5", "note=x=y"]) == {
+        "longest_first": True, "straggler_slack": 0.5, "note": "x=y"}
+    with pytest.raises(ValueError, match="key=value"):
+        parse_options(["longest_first"])
+    monkeypatch.setenv("PROPIUS_POLICY_OPTIONS", '{"longest_first": true, "straggler_slack": 0.5}')
+    settings = Settings()
+    policy = load_policy(settings.policy, **settings.policy_options)  # as the control plane builds it
+    assert isinstance(policy, PropiusPolicy) and policy.longest_first and policy.straggler_slack == 0.5
+    with pytest.raises(PolicyOptionError, match="'propius'.*longest_frist"):
+        load_policy("propius", longest_frist=True)
 
 
 @pytest.fixture

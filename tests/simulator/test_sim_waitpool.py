@@ -1,0 +1,64 @@
+"""The simulator's wait pool: who a free slot wakes, answers derived by hand, and the live queue agrees."""
+
+from __future__ import annotations
+
+import asyncio
+
+from control_plane.waiters import WaitQueue
+from policies import load_policy
+from propius.simulator import PopulationModel, SimConfig, Simulation, Workload, make_population
+from propius.simulator.waitpool import WaitPool
+
+STRICT, LOOSE = 0b01, 0b10  # class bits; a strict-class client is eligible for both
+
+
+def test_oldest_first_across_eligibility_masks() -> None:
+    pool = WaitPool(overwake=1.0)
+    for client, mask in [(1, LOOSE), (2, STRICT | LOOSE), (3, LOOSE), (4, STRICT | LOOSE), (5, STRICT)]:
+        pool.add(client, mask)
+    assert pool.wake(LOOSE, 3) == [1, 2, 3]  # arrival order over both masks that have the bit
+    assert pool.wake(STRICT, 1) == [4]
+    assert len(pool) == 1 and 5 in pool and 1 not in pool
+
+
+def test_a_wake_key_picks_the_lowest_keys_and_the_oldest_among_equals() -> None:
+    pool = WaitPool(overwake=1.0)
+    task_s = {1: 90.0, 2: 30.0, 3: 60.0, 4: 30.0, 5: 10.0}
+    for client, mask in [(1, LOOSE), (2, STRICT | LOOSE), (3, LOOSE), (4, LOOSE), (5, STRICT)]:
+        pool.add(client, mask)
+    assert pool.wake(LOOSE, 3, task_s.__getitem__) == [2, 4, 3]  # 5 is not eligible; 2 before 4 (older)
+    assert pool.wake(LOOSE | STRICT, 5, task_s.__getitem__) == [5, 1]  # what is left
+    assert len(pool) == 0
+
+
+def test_the_live_queue_wakes_the_clients_the_simulator_wakes(tiny: Workload, day: PopulationModel) -> None:
+    sim = Simulation(tiny, make_population(400, 2, day), load_policy("propius"), SimConfig(seed=2))
+    sim.run()  # clients learned: the wake key differs between them
+    job = sim.jobs[0]
+    job.open_round(sim.now, token=99)
+    score = sim.policy.wake_key(sim.view_of(job))
+    assert score is not None
+    waiting = list(range(0, 400, 3))
+    keys = {c: score(sim.history.estimate(c)) for c in waiting}
+    eligible = [c for c in waiting if sim.class_mask[c] & job.wake_bit]
+    assert len(set(keys[c] for c in eligible)) > 10 and len(eligible) < len(waiting)
+
+    pool = WaitPool()
+    for client in waiting:
+        pool.add(client, sim.class_mask[client])
+    simulated = pool.wake(job.wake_bit, 5, keys.__getitem__)
+    assert simulated == sorted(eligible, key=lambda c: (keys[c], waiting.index(c)))[:10]  # overwake 2 x 5
+
+    async def live() -> list[int]:
+        queue = WaitQueue()
+        waits = {c: asyncio.create_task(queue.wait(str(c), dict(sim.population.profiles[c]), 5.0)) for c in waiting}
+        await asyncio.sleep(0)  # every client is waiting, in this order
+        woken = queue.wake(job.spec.requirements.public, 5, lambda client_id: keys[int(client_id)])
+        await asyncio.sleep(0.05)  # the woken waits return
+        done = [c for c, wait in waits.items() if wait.done() and wait.result()]
+        for wait in waits.values():
+            wait.cancel()
+        assert woken == len(done)
+        return done
+
+    assert sorted(asyncio.run(live())) == sorted(simulated)
