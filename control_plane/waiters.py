@@ -29,11 +29,14 @@ class _Waiter:
 class WaitQueue:
     """FIFO of waiting clients; ``wake(constraints, n)`` resolves up to ``n`` eligible waiters."""
 
-    def __init__(self, overwake: float = 2.0) -> None:
+    def __init__(self, overwake: float = 2.0, scan: int = 8) -> None:
         self._waiters: OrderedDict[int, _Waiter] = OrderedDict()
         self._next = 0
         # Some woken clients decline (private constraints) or lose the race: wake a few more than slots.
         self._overwake = overwake
+        # A keyed wake-up ranks only the scan x budget oldest eligible waiters: its cost stays in
+        # proportion to the slots it fills, however many clients wait.
+        self._scan = scan
 
     def __len__(self) -> int:
         return len(self._waiters)
@@ -53,18 +56,16 @@ class WaitQueue:
             self._waiters.pop(ticket, None)
 
     def wake(self, constraints: Constraints, slots: int, key: Callable[[str], float] | None = None) -> int:
-        """Wake up to ``overwake x slots`` waiters that ``constraints`` admit: the oldest, or those with
-        the lowest ``key(client_id)`` (the oldest among equal keys). Returns how many were woken."""
+        """Wake up to ``overwake x slots`` waiters that ``constraints`` admit: the oldest, or the lowest
+        ``key(client_id)`` among the ``scan x`` as many oldest (the oldest among equal keys). Returns
+        how many were woken."""
         budget = max(1, int(slots * self._overwake)) if slots > 0 else 0
         eligible = (
             (ticket, waiter) for ticket, waiter in self._waiters.items()
             if not waiter.future.done() and constraints.admits(waiter.attributes)
         )
-        if key is None:
-            chosen = list(itertools.islice(eligible, budget))
-        else:
-            chosen = [item for _, item in heapq.nsmallest(
-                budget, (((key(waiter.client_id), ticket), (ticket, waiter)) for ticket, waiter in eligible))]
+        oldest = list(itertools.islice(eligible, budget if key is None else self._scan * budget))
+        chosen = oldest if key is None else heapq.nsmallest(budget, oldest, key=lambda item: key(item[1].client_id))
         for ticket, waiter in chosen:
             waiter.future.set_result(None)
             del self._waiters[ticket]

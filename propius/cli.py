@@ -66,9 +66,9 @@ def up(
 ) -> None:
     """Run the control plane and data plane in one process."""
     _setup_logging(verbose)
+    options = {"policy_options": policy_options(policy_option)} if policy_option else {}  # else PROPIUS_POLICY_OPTIONS
     settings = Settings(redis_url=redis_url, database_url=database_url, host=host, port=port, policy=policy,
-                        policy_options=policy_options(policy_option or []), data_dir=data_dir,
-                        metrics_port=metrics_port)
+                        data_dir=data_dir, metrics_port=metrics_port, **options)
     try:
         if redis_url:
             asyncio.run(_serve(settings))

@@ -2,11 +2,12 @@
 
 Same contract as the live queue: clients wait in arrival order; a freed or new slot wakes up to
 ``overwake x slots`` (at least one) waiting clients that the slot's job admits, oldest first or,
-when the policy has a wake key (:meth:`policies.Policy.wake_key`), lowest key first, and they check
-in again. The live queue tests each waiter's attributes against the job's constraints; here each
-client carries a bit mask of what it is eligible for (computed once with the same constraint code),
-and waiters are kept in one queue per mask, so a wake-up looks only at eligible waiters:
-O(masks + woken) oldest first, O(eligible waiters) by key."""
+when the policy has a wake key (:meth:`policies.Policy.wake_key`), lowest key first among the
+``scan x`` as many oldest, and they check in again. The live queue tests each waiter's attributes
+against the job's constraints; here each client carries a bit mask of what it is eligible for
+(computed once with the same constraint code), and waiters are kept in one queue per mask, so a
+wake-up looks only at eligible waiters: O(masks + woken); by key, O(masks + scan x woken).
+"""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ __all__ = ["WaitPool"]
 
 
 class WaitPool:
-    def __init__(self, overwake: float = 2.0) -> None:
+    def __init__(self, overwake: float = 2.0, scan: int = 8) -> None:
         self._queues: dict[int, OrderedDict[int, int]] = {}  # mask -> client -> ticket
         self._mask_of: dict[int, int] = {}
         self._ticket = 0
         self._overwake = overwake
+        self._scan = scan
 
     def __len__(self) -> int:
         return len(self._mask_of)
@@ -46,14 +48,11 @@ class WaitPool:
 
     def wake(self, bit: int, slots: int, key: Callable[[int], float] | None = None) -> list[int]:
         """Remove and return waiters whose mask has ``bit``, up to the wake budget: the oldest, or
-        those with the lowest ``key`` (the oldest among equal keys)."""
+        the lowest ``key`` among the ``scan x budget`` oldest (the oldest among equal keys)."""
         budget = max(1, int(slots * self._overwake)) if slots > 0 else 0
         queues = [queue for mask, queue in self._queues.items() if mask & bit and queue]
-        if key is None:
-            woken = self._oldest(queues, budget)
-        else:
-            waiting = ((key(client), ticket, client) for queue in queues for client, ticket in queue.items())
-            woken = [client for _, _, client in heapq.nsmallest(budget, waiting)]
+        oldest = self._oldest(queues, budget if key is None else self._scan * budget)
+        woken = oldest if key is None else heapq.nsmallest(budget, oldest, key=key)
         for client in woken:
             del self._queues[self._mask_of.pop(client)][client]
         return woken

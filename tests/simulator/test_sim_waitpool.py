@@ -31,6 +31,15 @@ def test_a_wake_key_picks_the_lowest_keys_and_the_oldest_among_equals() -> None:
     assert len(pool) == 0
 
 
+def test_a_keyed_wake_ranks_only_the_oldest_scan_x_budget() -> None:
+    pool = WaitPool(overwake=1.0, scan=2)
+    task_s = {1: 40.0, 2: 30.0, 3: 20.0, 4: 10.0}
+    for client in task_s:
+        pool.add(client, LOOSE)
+    assert pool.wake(LOOSE, 1, task_s.__getitem__) == [2]  # the faster of the two oldest
+    assert pool.wake(LOOSE, 2, task_s.__getitem__) == [4, 3]  # scan 4: all that are left, fastest first
+
+
 def test_the_live_queue_wakes_the_clients_the_simulator_wakes(tiny: Workload, day: PopulationModel) -> None:
     sim = Simulation(tiny, make_population(400, 2, day), load_policy("propius"), SimConfig(seed=2))
     sim.run()  # clients learned: the wake key differs between them
@@ -47,7 +56,9 @@ def test_the_live_queue_wakes_the_clients_the_simulator_wakes(tiny: Workload, da
     for client in waiting:
         pool.add(client, sim.class_mask[client])
     simulated = pool.wake(job.wake_bit, 5, keys.__getitem__)
-    assert simulated == sorted(eligible, key=lambda c: (keys[c], waiting.index(c)))[:10]  # overwake 2 x 5
+    # Budget overwake 2 x 5 slots = 10, ranked among the scan 8 x 10 = 80 oldest eligible waiters.
+    assert len(eligible) > 80
+    assert simulated == sorted(eligible[:80], key=lambda c: (keys[c], waiting.index(c)))[:10]
 
     async def live() -> list[int]:
         queue = WaitQueue()
