@@ -183,7 +183,7 @@ class Binder:
         return dropped
 
     def _on_event(self, event: Event) -> None:
-        if event.slots <= 0:
+        if event.slots <= 0 or not self.waiting:  # nobody to wake: skip the wake order too
             return
         job = self._jobs.cached(event.job_id)
         if job is not None:
