@@ -3,8 +3,9 @@
 1. policy-20jobs, 15,000 clients, every policy, several seeds: average / max JCT, failed rounds.
    Checks: IRS beats FIFO and Random; ``propius`` beats IRS by >= 10 % on every seed, and no job's
    JCT is more than 1.5x its FIFO JCT.
-2. utilization-5jobs at 1,200 / 1,500 / 1,800 always-available clients: central binding vs static
-   partitioning (utilization) and vs client-side random selection (binds per second).
+2. utilization-5jobs at 1,200 / 1,500 / 1,800 always-available clients, several seeds: central
+   binding vs static partitioning (utilization) and vs client-side random selection (binds per
+   second), for the default and for the variants in ``UTILIZATION_VARIANTS``.
 3. Ablations: ``propius`` with one ingredient switched off (or on) at a time.
 4. Simulator speed: events/s of the runs above; with ``--scale N`` one run on N clients.
 
@@ -16,6 +17,7 @@ Writes ``results/policies.json`` and ``results/policies.md``
     python benchmarks/policies.py                    # the full set (about 25 min on 2 cores)
     python benchmarks/policies.py --seeds 0 --no-ablations --no-utilization   # one seed, exp. 1
     python benchmarks/policies.py --breakdown irs --seeds 0   # where each job's JCT goes, one run
+    python benchmarks/policies.py --update --no-jct --no-ablations   # re-run only exp. 2, merged into the JSON
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import platform
 import statistics
 import subprocess
 import sys
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -59,12 +62,16 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "propius +longest_first": {"longest_first": True},
     "propius -fastest_wake": {"fastest_wake": False},
 }
-# Central-binding variants run beside the default on utilization-5jobs.
+# Central-binding variants run beside the default on utilization-5jobs. The last is the makespan
+# objective an operator would pick for a batch of jobs that must all finish (docs/policies.md).
 UTILIZATION_VARIANTS: dict[str, dict[str, Any]] = {
     "propius -speed_tiers": {"speed_tiers": False},
     "propius -fastest_wake": {"fastest_wake": False},
     "propius +longest_first": {"longest_first": True},
+    "propius +longest_first +scarce_first -speed_tiers": {"longest_first": True, "scarce_first": True,
+                                                          "speed_tiers": False},
 }
+UTILIZATION_TARGET, BINDS_TARGET = 1.5, 2.0
 
 
 def run_child(task: dict[str, Any]) -> dict[str, Any]:
@@ -108,6 +115,21 @@ def task(workload: str, label: str, policy: str, clients: int, seed: int, mode: 
          options: dict[str, Any] | None = None, availability: str = "diurnal") -> dict[str, Any]:
     return {"workload": workload, "label": label, "policy": policy, "clients": clients, "seed": seed, "mode": mode,
             "options": options or {}, "availability": availability}
+
+
+def seeds_of(rows: list[dict[str, Any]], labels: Iterable[str]) -> list[int]:
+    """The seeds at which some run of one of ``labels`` is in ``rows``."""
+    wanted = set(labels)
+    return sorted({r["seed"] for r in rows if r["policy"] in wanted})
+
+
+def merged(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``old`` rows with those of the same run (workload, label, mode, clients, seed) replaced by ``new``."""
+    def run_key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return row["workload"], row["policy"], row["mode"], row["clients"], row["seed"]
+
+    fresh = {run_key(r) for r in new}
+    return [r for r in old if run_key(r) not in fresh] + new
 
 
 def as_metrics(row: dict[str, Any]) -> RunMetrics:
@@ -158,21 +180,50 @@ def checks(rows: list[dict[str, Any]], seeds: list[int]) -> list[str]:
     return lines
 
 
-def utilization_table(rows: list[dict[str, Any]], counts: list[int]) -> list[str]:
-    lines = ["| clients | mode | avg JCT (s) | unfinished | makespan (s) | utilization | util. (active) "
+def utilization_ratios(rows: list[dict[str, Any]], clients: int, seed: int) -> dict[str, tuple[float, float]]:
+    """policy label -> (utilization vs static, binds/s vs client-random) at one client count and seed."""
+    mine = [r for r in rows if r["clients"] == clients and r["seed"] == seed]
+    base = {r["mode"]: r for r in mine if r["mode"] != "central"}
+    static, rnd = base.get("static"), base.get("client-random")
+    return {r["policy"] if r["mode"] == "central" else r["mode"]: (
+        r["utilization"] / static["utilization"] if static else float("nan"),
+        r["binds_per_s"] / rnd["binds_per_s"] if rnd else float("nan")) for r in mine}
+
+
+def utilization_table(rows: list[dict[str, Any]], counts: list[int], seeds: list[int]) -> list[str]:
+    lines = ["| clients | seed | mode | avg JCT (s) | unfinished | makespan (s) | utilization | util. (active) "
              "| busy util. | binds/s | wasted handshakes | util. vs static | binds/s vs client-random |",
-             "|---" * 12 + "|"]
+             "|---" * 13 + "|"]
     for n in counts:
-        mine = {r["mode"]: r for r in rows if r["clients"] == n and r["policy"] not in UTILIZATION_VARIANTS}
-        extra = [r for r in rows if r["clients"] == n and r["policy"] in UTILIZATION_VARIANTS]
-        for mode, r in [*mine.items(), *(("central", r) for r in extra)]:
-            util = r["utilization"] / mine["static"]["utilization"] if "static" in mine else float("nan")
-            binds = r["binds_per_s"] / mine["client-random"]["binds_per_s"] if "client-random" in mine else float("nan")
-            lines.append(f"| {n} | {mode} ({r['policy']}) | {r['avg_jct_s']:,.0f} | {r['unfinished']} | "
-                         f"{r['makespan_s']:,.0f} | "
-                         f"{r['utilization']:.3f} | {r['utilization_active']:.3f} | {r['busy_utilization']:.3f} | "
-                         f"{r['binds_per_s']:.2f} | "
-                         f"{r['wasted_handshakes']:,} | {util:.2f}x | {binds:.2f}x |")
+        for seed in seeds:
+            ratios = utilization_ratios(rows, n, seed)
+            for r in sorted((r for r in rows if r["clients"] == n and r["seed"] == seed),
+                            key=lambda r: (r["mode"] != "central", r["policy"] != "propius")):
+                util, binds = ratios[r["policy"] if r["mode"] == "central" else r["mode"]]
+                lines.append(f"| {n} | {seed} | {r['mode']} ({r['policy']}) | {r['avg_jct_s']:,.0f} | "
+                             f"{r['unfinished']} | {r['makespan_s']:,.0f} | {r['utilization']:.3f} | "
+                             f"{r['utilization_active']:.3f} | {r['busy_utilization']:.3f} | {r['binds_per_s']:.2f} | "
+                             f"{r['wasted_handshakes']:,} | {util:.2f}x | {binds:.2f}x |")
+    return lines
+
+
+def utilization_checks(rows: list[dict[str, Any]], counts: list[int], seeds: list[int]) -> list[str]:
+    """Per central-binding configuration: its ratios at every client count and seed, and the targets met."""
+    lines = []
+    for label in ["propius", *UTILIZATION_VARIANTS]:
+        cells, met, runs = [], 0, 0
+        for n in counts:
+            per_seed = [utilization_ratios(rows, n, seed).get(label) for seed in seeds]
+            got = [ratio for ratio in per_seed if ratio is not None]
+            if not got:
+                continue
+            runs += len(got)
+            met += sum(util >= UTILIZATION_TARGET and binds >= BINDS_TARGET for util, binds in got)
+            cells.append(f"{n:,}: " + " / ".join(f"{u:.2f}x" for u, _ in got) + " util., "
+                         + " / ".join(f"{b:.2f}x" for _, b in got) + " binds/s")
+        if runs:
+            lines.append(f"- {label} (seeds {'/'.join(map(str, seeds))}): " + "; ".join(cells)
+                         + f". Both targets (>= {UTILIZATION_TARGET}x, >= {BINDS_TARGET}x) met in {met} of {runs} runs")
     return lines
 
 
@@ -185,7 +236,11 @@ def main() -> None:
     parser.add_argument("--ablation-seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--no-ablations", action="store_true")
     parser.add_argument("--ablations", nargs="+", default=list(ABLATIONS), help="which ablation labels to run")
+    parser.add_argument("--no-jct", action="store_true", help="skip experiment 1 (the policy table)")
     parser.add_argument("--no-utilization", action="store_true")
+    parser.add_argument("--utilization-seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--update", action="store_true",
+                        help="merge the runs into the existing results JSON (same run: replaced) before the tables")
     parser.add_argument("--scale", type=int, default=0, help="also one propius run on this many clients")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--breakdown", metavar="POLICY", help="only print where one run's JCT goes (first seed)")
@@ -201,19 +256,21 @@ def main() -> None:
         print("\n".join(breakdown(args.breakdown, args.seeds[0], args.clients, options)))
         return
 
-    tasks = [task("policy-20jobs", p, p, args.clients, s) for s in args.seeds for p in args.policies]
+    tasks = [] if args.no_jct else [
+        task("policy-20jobs", p, p, args.clients, s) for s in args.seeds for p in args.policies]
     if not args.no_ablations:
         tasks += [task("policy-20jobs", label, label.split()[0], args.clients, s, options=options)
                   for s in args.ablation_seeds for label, options in ABLATIONS.items() if label in args.ablations]
     util_counts = load_workload("utilization-5jobs").client_counts
     if not args.no_utilization:
         for n in util_counts:
-            tasks += [task("utilization-5jobs", "propius", "propius", n, 0, availability="always"),
-                      *(task("utilization-5jobs", label, "propius", n, 0, availability="always", options=options)
-                        for label, options in UTILIZATION_VARIANTS.items()),
-                      task("utilization-5jobs", "static", "fifo", n, 0, mode="static", availability="always"),
-                      task("utilization-5jobs", "client-random", "fifo", n, 0, mode="client-random",
-                           availability="always")]
+            for s in args.utilization_seeds:
+                tasks += [task("utilization-5jobs", "propius", "propius", n, s, availability="always"),
+                          *(task("utilization-5jobs", label, "propius", n, s, availability="always", options=options)
+                            for label, options in UTILIZATION_VARIANTS.items()),
+                          task("utilization-5jobs", "static", "fifo", n, s, mode="static", availability="always"),
+                          task("utilization-5jobs", "client-random", "fifo", n, s, mode="client-random",
+                               availability="always")]
     if args.scale:
         tasks.append(task("policy-20jobs", f"propius @{args.scale}", "propius", args.scale, 0))
     if args.from_json:
@@ -221,22 +278,28 @@ def main() -> None:
     else:
         with ThreadPoolExecutor(args.workers) as pool:
             rows = list(pool.map(run_child, tasks))
+        if args.update and (args.out / "policies.json").exists():
+            rows = merged(json.loads((args.out / "policies.json").read_text()), rows)
 
     policy_rows = [r for r in rows if r["workload"] == "policy-20jobs" and r["clients"] == args.clients]
     util_rows = [r for r in rows if r["workload"] == "utilization-5jobs"]
     speed_rows = [r for r in rows if r["workload"] == "policy-20jobs"]
+    policy_seeds = seeds_of(policy_rows, POLICIES)
     md = [f"Machine: {platform.processor() or platform.machine()}, {args.workers} worker processes. "
           "Client availability and bandwidth: seeded model (propius/simulator/availability.py, population.py), "
           "not the FedScale traces.", "",
-          f"### policy-20jobs, {args.clients:,} clients, seeds {args.seeds}", ""]
-    md += jct_table(policy_rows, POLICIES, args.seeds) + [""] + checks(policy_rows, args.seeds)
-    if not args.no_ablations:
-        labels = ["propius", "irs", *args.ablations]
-        md += ["", f"### Ablations (policy-20jobs, seeds {args.ablation_seeds})", ""]
-        md += jct_table([r for r in policy_rows if r["seed"] in args.ablation_seeds], labels, args.ablation_seeds)
+          f"### policy-20jobs, {args.clients:,} clients, seeds {policy_seeds}", ""]
+    md += jct_table(policy_rows, POLICIES, policy_seeds) + [""] + checks(policy_rows, policy_seeds)
+    ablation_seeds = seeds_of(policy_rows, ABLATIONS)
+    if ablation_seeds:
+        labels = ["propius", "irs", *(label for label in ABLATIONS if label in {r["policy"] for r in policy_rows})]
+        md += ["", f"### Ablations (policy-20jobs, seeds {ablation_seeds})", ""]
+        md += jct_table([r for r in policy_rows if r["seed"] in ablation_seeds], labels, ablation_seeds)
     if util_rows:
-        md += ["", "### utilization-5jobs (always-available clients, seed 0)", ""]
-        md += utilization_table(util_rows, util_counts)
+        util_seeds = sorted({r["seed"] for r in util_rows})
+        md += ["", f"### utilization-5jobs (always-available clients, seeds {util_seeds})", ""]
+        md += utilization_checks(util_rows, util_counts, util_seeds) + [""]
+        md += utilization_table(util_rows, util_counts, util_seeds)
     md += ["", "### Simulator speed", "", "| run | clients | events | wall (s) | events/s |", "|---|---|---|---|---|"]
     for r in speed_rows:
         if r["policy"] in ("propius", "irs", "fifo") or r["clients"] != args.clients:
