@@ -209,11 +209,12 @@ def utilization_table(rows: list[dict[str, Any]], counts: list[int], seeds: list
 
 def utilization_checks(rows: list[dict[str, Any]], counts: list[int], seeds: list[int]) -> list[str]:
     """Per central-binding configuration: its ratios at every client count and seed, and the targets met."""
+    ratios = {(n, seed): utilization_ratios(rows, n, seed) for n in counts for seed in seeds}
     lines = []
     for label in ["propius", *UTILIZATION_VARIANTS]:
         cells, met, runs = [], 0, 0
         for n in counts:
-            per_seed = [utilization_ratios(rows, n, seed).get(label) for seed in seeds]
+            per_seed = [ratios[n, seed].get(label) for seed in seeds]
             got = [ratio for ratio in per_seed if ratio is not None]
             if not got:
                 continue
