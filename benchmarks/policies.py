@@ -293,7 +293,8 @@ def main() -> None:
     md += jct_table(policy_rows, POLICIES, policy_seeds) + [""] + checks(policy_rows, policy_seeds)
     ablation_seeds = seeds_of(policy_rows, ABLATIONS)
     if ablation_seeds:
-        labels = ["propius", "irs", *(label for label in ABLATIONS if label in {r["policy"] for r in policy_rows})]
+        ran = {r["policy"] for r in policy_rows}
+        labels = ["propius", "irs", *(label for label in ABLATIONS if label in ran)]
         md += ["", f"### Ablations (policy-20jobs, seeds {ablation_seeds})", ""]
         md += jct_table([r for r in policy_rows if r["seed"] in ablation_seeds], labels, ablation_seeds)
     if util_rows:
