@@ -1,0 +1,153 @@
+"""Clairvoyant bounds for utilization-5jobs: can any scheduler reach the issue's utilization target?
+
+    python benchmarks/utilization_bound.py [--clients 1500] [--seed 0] [--makespans 7000 7904] [--out FILE]
+
+A fluid linear-programming relaxation of the simulator's model on the same seeded population. Every
+real schedule (any policy, central or not) maps onto a feasible point, so its optimum bounds every
+scheduler: a lower bound on the makespan and, for a given makespan T, an upper bound on useful work
+(and so on utilization = useful work / (clients x T)). What it keeps: each job runs its rounds one
+after another; a round lasting d seconds counts ``demand`` results, each from a distinct eligible
+client whose task (download, train, upload) takes at most d; a client works on one task at a time.
+What it drops, which is why it is optimistic: over-selection and stragglers, scheduling delay, and
+the synchronisation of concurrent rounds (work is only summed per client, not placed in time).
+
+Variables: x[j, k] rounds of job j lasting between tau_k and tau_k+1, and y[j, k, g] results of those
+rounds from client group g (same eligibility, task time within one ``--step``; the group's fastest
+time is used for capacity, its slowest for useful work, so grouping only loosens the bound).
+Needs scipy (HiGHS); the dev install has it. About 10 min for 1,500 clients on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+# benchmarks/policies.py shares its name with the ``policies`` package: keep this folder off the import path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
+
+from propius.simulator.population import make_population  # noqa: E402
+from propius.simulator.workload import load_workload  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def client_groups(clients: int, seed: int, step: float) -> tuple[list[dict], list]:
+    workload = load_workload("utilization-5jobs")
+    population = make_population(clients, seed)
+    specs = [item.to_job_spec() for item in workload.jobs]
+    shapes = {(spec.task.work_samples, item.model_size_kbit) for spec, item in zip(specs, workload.jobs, strict=True)}
+    assert len(shapes) == 1, "one task time per client: every job of this workload has the same task shape"
+    grouped: dict[tuple[tuple[bool, ...], int], list[float]] = {}
+    for client in range(clients):
+        eligible = tuple(spec.requirements.public.admits(population.profiles[client])
+                         and spec.requirements.private.admits(population.private[client]) for spec in specs)
+        if any(eligible):
+            task_s = sum(population.task_s(client, specs[0].task.work_samples, workload.jobs[0].model_size_kbit))
+            grouped.setdefault((eligible, int(task_s // step)), []).append(task_s)
+    groups = [{"eligible": key[0], "fastest": min(times), "slowest": max(times), "size": len(times)}
+              for key, times in grouped.items()]
+    return groups, workload.jobs
+
+
+class FluidLp:
+    def __init__(self, groups: list[dict], jobs: list, step: float, max_round_s: float = 400.0) -> None:
+        self.groups, self.jobs = groups, jobs
+        self.taus = np.arange(step * int(min(g["fastest"] for g in groups) // step), max_round_s + step, step)
+        columns: list[tuple] = [("x", j, k) for j in range(len(jobs)) for k in range(len(self.taus))]
+        for j in range(len(jobs)):
+            for k in range(len(self.taus)):
+                upper = self.taus[k + 1] if k + 1 < len(self.taus) else np.inf
+                columns += [("y", j, k, g) for g, group in enumerate(groups)
+                            if group["eligible"][j] and group["fastest"] < upper]
+        self.columns = columns
+        self.index = {column: i for i, column in enumerate(columns)}
+        self.makespan = len(columns)  # the last variable
+        self._build()
+
+    def _build(self) -> None:
+        upper_rows: list[list[tuple[int, float]]] = []
+        equal_rows: list[tuple[list[tuple[int, float]], float]] = []
+        results_of: dict[tuple[int, int], list[int]] = {}
+        work_of: dict[int, list[tuple[int, float]]] = {}
+        for i, column in enumerate(self.columns):
+            if column[0] == "y":
+                _, j, k, g = column
+                results_of.setdefault((j, k), []).append(i)
+                work_of.setdefault(g, []).append((i, self.groups[g]["fastest"]))
+                x = self.index[("x", j, k)]
+                upper_rows.append([(i, 1.0), (x, -float(self.groups[g]["size"]))])  # one result per client per round
+        for j, job in enumerate(self.jobs):
+            xs = [self.index[("x", j, k)] for k in range(len(self.taus))]
+            equal_rows.append(([(x, 1.0) for x in xs], float(job.rounds)))
+            upper_rows.append([(x, float(tau)) for x, tau in zip(xs, self.taus, strict=True)] + [(self.makespan, -1.0)])
+            for k, x in enumerate(xs):
+                equal_rows.append(([(i, 1.0) for i in results_of.get((j, k), [])] + [(x, -float(job.demand))], 0.0))
+        for g, work in work_of.items():
+            upper_rows.append(work + [(self.makespan, -float(self.groups[g]["size"]))])
+        self.a_ub, self.b_ub = self._matrix(upper_rows), np.zeros(len(upper_rows))
+        self.a_eq = self._matrix([row for row, _ in equal_rows])
+        self.b_eq = np.array([b for _, b in equal_rows])
+
+    def _matrix(self, rows: list[list[tuple[int, float]]]) -> sp.csr_matrix:
+        r = [n for n, row in enumerate(rows) for _ in row]
+        c = [i for row in rows for i, _ in row]
+        v = [value for row in rows for _, value in row]
+        return sp.csr_matrix((v, (r, c)), shape=(len(rows), len(self.columns) + 1))
+
+    def _solve(self, objective: np.ndarray, makespan: float | None) -> np.ndarray | None:
+        bounds = [(0.0, None)] * len(self.columns) + [(makespan, makespan) if makespan else (0.0, None)]
+        result = linprog(objective, A_ub=self.a_ub, b_ub=self.b_ub, A_eq=self.a_eq, b_eq=self.b_eq,
+                         bounds=bounds, method="highs")
+        return result.x if result.status == 0 else None
+
+    def min_makespan(self) -> float:
+        objective = np.zeros(len(self.columns) + 1)
+        objective[self.makespan] = 1.0
+        solution = self._solve(objective, None)
+        assert solution is not None, "the relaxation is always feasible for a long enough makespan"
+        return float(solution[self.makespan])
+
+    def max_useful_work(self, makespan: float) -> float | None:
+        objective = np.zeros(len(self.columns) + 1)
+        for i, column in enumerate(self.columns):
+            if column[0] == "y":
+                objective[i] = -self.groups[column[3]]["slowest"]
+        solution = self._solve(objective, makespan)
+        return None if solution is None else float(-objective @ solution)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=1500)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--step", type=float, default=2.0, help="seconds per round-duration tier and client group")
+    parser.add_argument("--makespans", type=float, nargs="*", default=[7000.0, 7904.0])
+    parser.add_argument("--out", type=Path, default=RESULTS / "utilization_bound.json")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    groups, jobs = client_groups(args.clients, args.seed, args.step)
+    lp = FluidLp(groups, jobs, args.step)
+    report = {"clients": args.clients, "seed": args.seed, "step_s": args.step, "variables": len(lp.columns) + 1,
+              "min_makespan_s": lp.min_makespan(), "useful_work": []}
+    print(f"{args.clients} clients, seed {args.seed}: makespan >= {report['min_makespan_s']:,.0f} s")
+    for makespan in args.makespans:
+        work = lp.max_useful_work(makespan)
+        utilization = None if work is None else work / (args.clients * makespan)
+        report["useful_work"].append({"makespan_s": makespan, "max_useful_s": work, "max_utilization": utilization})
+        print(f"  makespan {makespan:,.0f} s: useful work <= "
+              + ("infeasible" if work is None else f"{work:,.0f} client-s, utilization <= {utilization:.3f}"))
+    report["wall_s"] = round(time.perf_counter() - started, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out} ({report['wall_s']} s)")
+
+
+if __name__ == "__main__":
+    main()
