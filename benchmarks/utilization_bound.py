@@ -68,7 +68,7 @@ class FluidLp:
                             if group["eligible"][j] and group["fastest"] < upper]
         self.columns = columns
         self.index = {column: i for i, column in enumerate(columns)}
-        self.makespan = len(columns)  # the last variable
+        self.makespan_column = len(columns)  # the last variable
         self._build()
 
     def _build(self) -> None:
@@ -86,11 +86,12 @@ class FluidLp:
         for j, job in enumerate(self.jobs):
             xs = [self.index[("x", j, k)] for k in range(len(self.taus))]
             equal_rows.append(([(x, 1.0) for x in xs], float(job.rounds)))
-            upper_rows.append([(x, float(tau)) for x, tau in zip(xs, self.taus, strict=True)] + [(self.makespan, -1.0)])
+            rounds_time = [(x, float(tau)) for x, tau in zip(xs, self.taus, strict=True)]
+            upper_rows.append(rounds_time + [(self.makespan_column, -1.0)])  # its rounds run one after another
             for k, x in enumerate(xs):
                 equal_rows.append(([(i, 1.0) for i in results_of.get((j, k), [])] + [(x, -float(job.demand))], 0.0))
         for g, work in work_of.items():
-            upper_rows.append(work + [(self.makespan, -float(self.groups[g]["size"]))])
+            upper_rows.append(work + [(self.makespan_column, -float(self.groups[g]["size"]))])
         self.a_ub, self.b_ub = self._matrix(upper_rows), np.zeros(len(upper_rows))
         self.a_eq = self._matrix([row for row, _ in equal_rows])
         self.b_eq = np.array([b for _, b in equal_rows])
@@ -109,10 +110,11 @@ class FluidLp:
 
     def min_makespan(self) -> float:
         objective = np.zeros(len(self.columns) + 1)
-        objective[self.makespan] = 1.0
+        objective[self.makespan_column] = 1.0
         solution = self._solve(objective, None)
-        assert solution is not None, "the relaxation is always feasible for a long enough makespan"
-        return float(solution[self.makespan])
+        if solution is None:  # any makespan works unless a job's demand exceeds its eligible clients
+            raise SystemExit("infeasible: some job has fewer eligible clients than its demand")
+        return float(solution[self.makespan_column])
 
     def max_useful_work(self, makespan: float) -> float | None:
         objective = np.zeros(len(self.columns) + 1)
