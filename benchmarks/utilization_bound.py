@@ -44,12 +44,13 @@ def client_groups(clients: int, seed: int, step: float) -> tuple[list[dict], lis
     specs = [item.to_job_spec() for item in workload.jobs]
     shapes = {(spec.task.work_samples, item.model_size_kbit) for spec, item in zip(specs, workload.jobs, strict=True)}
     assert len(shapes) == 1, "one task time per client: every job of this workload has the same task shape"
+    (work_samples, model_size_kbit), = shapes
     grouped: dict[tuple[tuple[bool, ...], int], list[float]] = {}
     for client in range(clients):
         eligible = tuple(spec.requirements.public.admits(population.profiles[client])
                          and spec.requirements.private.admits(population.private[client]) for spec in specs)
         if any(eligible):
-            task_s = sum(population.task_s(client, specs[0].task.work_samples, workload.jobs[0].model_size_kbit))
+            task_s = sum(population.task_s(client, work_samples, model_size_kbit))
             grouped.setdefault((eligible, int(task_s // step)), []).append(task_s)
     groups = [{"eligible": key[0], "fastest": min(times), "slowest": max(times), "size": len(times)}
               for key, times in grouped.items()]
@@ -103,7 +104,7 @@ class FluidLp:
         return sp.csr_matrix((v, (r, c)), shape=(len(rows), len(self.columns) + 1))
 
     def _solve(self, objective: np.ndarray, makespan: float | None) -> np.ndarray | None:
-        bounds = [(0.0, None)] * len(self.columns) + [(makespan, makespan) if makespan else (0.0, None)]
+        bounds = [(0.0, None)] * len(self.columns) + [(0.0, None) if makespan is None else (makespan, makespan)]
         result = linprog(objective, A_ub=self.a_ub, b_ub=self.b_ub, A_eq=self.a_eq, b_eq=self.b_eq,
                          bounds=bounds, method="highs")
         return result.x if result.status == 0 else None
