@@ -171,6 +171,7 @@ class FluidLp:
 
 
 def measure(clients: int, seed: int, step: float, makespans: list[float], lp: bool) -> dict:
+    """One population's lockstep plan and, with ``lp``, its fluid-LP bounds, printed and as a record."""
     started = time.perf_counter()
     tasks, jobs = client_tasks(clients, seed)
     period = lockstep_period(tasks, [job.demand for job in jobs])
