@@ -2,6 +2,12 @@
 
 Run by ``test_flower_strategy.py`` in a process of its own, so that Ray stays out of the test process
 (and a Ray that fails to start cannot hang it). Prints the selections as one JSON line.
+
+Ray is started first, while this process has a single thread; Flower's Ray backend reuses a Ray that
+is initialised. Started by Flower, from its simulation thread while Flower's and Propius's gRPC threads
+run, Ray's GCS or raylet at times never came up (5 of 9 starts in one CI hour; 4 of 8 took 28-55 s
+under load, against 10-12 s): Ray launches them with a ``preexec_fn`` (fork, then Python code before
+exec), which is unsafe in a process with threads. Started first: 32 of 32 starts in 9-12 s.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ import json
 import sys
 
 import numpy as np
+import ray
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
@@ -37,6 +44,7 @@ def evaluate(msg: Message, context: Context) -> Message:
 
 
 def main(server: str) -> None:
+    ray.init(num_cpus=1, include_dashboard=False)
     ram: dict[int, float] = {}
 
     def profile(node_id: int) -> ClientProfile:
@@ -52,8 +60,7 @@ def main(server: str) -> None:
         strategy.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(2)]), num_rounds=2)
 
     run_simulation(server_app=server_app, client_app=client_app, num_supernodes=NODES,
-                   backend_config={"client_resources": {"num_cpus": 1},
-                                   "init_args": {"num_cpus": 1, "include_dashboard": False}})
+                   backend_config={"client_resources": {"num_cpus": 1}})
     history = [{"selected": s.selected, "replied": s.replied} for s in strategy.history]
     print(json.dumps({"ram": {str(n): r for n, r in ram.items()}, "history": history}), flush=True)
 
