@@ -49,9 +49,10 @@ from propius.simulator.population import make_population  # noqa: E402
 from propius.simulator.workload import load_workload  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
+ClientTask = tuple[tuple[bool, ...], float]  # (eligible for each job, seconds per task)
 
 
-def client_tasks(clients: int, seed: int) -> tuple[list[tuple[tuple[bool, ...], float]], list]:
+def client_tasks(clients: int, seed: int) -> tuple[list[ClientTask], list]:
     """(jobs eligible for, task seconds) of every client eligible for some job, and the workload's jobs."""
     workload = load_workload("utilization-5jobs")
     population = make_population(clients, seed)
@@ -59,7 +60,7 @@ def client_tasks(clients: int, seed: int) -> tuple[list[tuple[tuple[bool, ...], 
     shapes = {(spec.task.work_samples, item.model_size_kbit) for spec, item in zip(specs, workload.jobs, strict=True)}
     assert len(shapes) == 1, "one task time per client: every job of this workload has the same task shape"
     (work_samples, model_size_kbit), = shapes
-    tasks = []
+    tasks: list[ClientTask] = []
     for client in range(clients):
         eligible = tuple(spec.requirements.public.admits(population.profiles[client])
                          and spec.requirements.private.admits(population.private[client]) for spec in specs)
@@ -68,7 +69,7 @@ def client_tasks(clients: int, seed: int) -> tuple[list[tuple[tuple[bool, ...], 
     return tasks, workload.jobs
 
 
-def client_groups(tasks: list[tuple[tuple[bool, ...], float]], step: float) -> list[dict]:
+def client_groups(tasks: list[ClientTask], step: float) -> list[dict]:
     grouped: dict[tuple[tuple[bool, ...], int], list[float]] = {}
     for eligible, task_s in tasks:
         grouped.setdefault((eligible, int(task_s // step)), []).append(task_s)
@@ -76,7 +77,7 @@ def client_groups(tasks: list[tuple[tuple[bool, ...], float]], step: float) -> l
             for key, times in grouped.items()]
 
 
-def lockstep_fits(tasks: list[tuple[tuple[bool, ...], float]], demands: list[int], period: float) -> bool:
+def lockstep_fits(tasks: list[ClientTask], demands: list[int], period: float) -> bool:
     """Whether every job can get ``demand`` distinct clients per period, each client running up to
     floor(period / task) tasks back to back (a max-flow: source -> client -> job -> sink)."""
     clients, jobs = len(tasks), len(demands)
@@ -90,7 +91,7 @@ def lockstep_fits(tasks: list[tuple[tuple[bool, ...], float]], demands: list[int
     return maximum_flow(graph, 0, sink).flow_value >= sum(demands)
 
 
-def lockstep_period(tasks: list[tuple[tuple[bool, ...], float]], demands: list[int], precision: float = 0.1) -> float:
+def lockstep_period(tasks: list[ClientTask], demands: list[int], precision: float = 0.1) -> float:
     """The shortest lockstep period, to ``precision`` seconds (see the module docstring)."""
     low, high = 0.0, max(task_s for _, task_s in tasks) * len(demands)
     if not lockstep_fits(tasks, demands, high):
