@@ -61,15 +61,19 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "propius +fill_first": {"fill_first": True},
     "propius +longest_first": {"longest_first": True},
     "propius -fastest_wake": {"fastest_wake": False},
+    "propius +wait_for_faster": {"wait_for_faster": True},
 }
-# Central-binding variants run beside the default on utilization-5jobs. The last is the makespan
-# objective an operator would pick for a batch of jobs that must all finish (docs/policies.md).
+# Central-binding variants run beside the default on utilization-5jobs. The last two are the makespan
+# objective an operator would pick for a batch of jobs that must all finish (docs/policies.md), without
+# and with waiting for faster clients.
 UTILIZATION_VARIANTS: dict[str, dict[str, Any]] = {
     "propius -speed_tiers": {"speed_tiers": False},
     "propius -fastest_wake": {"fastest_wake": False},
     "propius +longest_first": {"longest_first": True},
     "propius +longest_first +scarce_first -speed_tiers": {"longest_first": True, "scarce_first": True,
                                                           "speed_tiers": False},
+    "propius +longest_first +scarce_first -speed_tiers +wait_for_faster": {
+        "longest_first": True, "scarce_first": True, "speed_tiers": False, "wait_for_faster": True},
 }
 UTILIZATION_TARGET, BINDS_TARGET = 1.5, 2.0
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 
 from control_plane.events import Event
 from control_plane.hot_state import RoundState
 from control_plane.jobs import JobRegistry
 from policies import ClientEstimate, JobView
+from policies.fastest_fill import fastest_fill_at
 from policies.history import ClientHistory
 from policies.round_timings import RoundTimings
 
@@ -46,6 +48,7 @@ class _Attempt:
     published_at: float | None = None
     filled_at: float | None = None  # when the demand-th client bound
     members: dict[str, tuple[float, float]] = field(default_factory=dict)  # working client -> (bound at, reliability)
+    joined: set[str] = field(default_factory=set)  # every client bound in this attempt
     expected: float = 0.0  # results + the members' reliabilities
 
 
@@ -58,6 +61,7 @@ class LiveObservations:
         self._timings: defaultdict[str, RoundTimings] = defaultdict(RoundTimings)
         self._model_kbit: dict[str, float] = {}
         self._heard: dict[str, float] = {}  # last check-in or event naming the client
+        self._served: defaultdict[str, set[str]] = defaultdict(set)  # job -> clients that delivered to it
 
     # ---------------------------------------------------------------- what the policies read
 
@@ -83,6 +87,33 @@ class LiveObservations:
             known["expected_results"] = attempt.expected
         return dataclasses.replace(view, **known) if known else view
 
+    def fastest_fill_at(
+        self, head: JobView, views: Sequence[JobView], online: Container[str], now: float,
+    ) -> float | None:
+        """``head.fastest_fill_at`` (:mod:`policies.fastest_fill`), as the simulator computes it: over the
+        clients that delivered to the job before (its private constraints admit them) and are not yet in
+        this attempt, working for a job of ``views`` (annotated, for their task shapes) or idle and
+        ``online``; plus the attempt's working clients."""
+        attempt = self._attempts.get(head.job_id)
+        if attempt is None or attempt.opened_at != head.opened_at:
+            return None
+        served, estimate = self._served.get(head.job_id, set()), self.history.estimate
+        working: set[str] = set()
+        busy = []
+        for view in views:
+            other = self._attempts.get(view.job_id)
+            if view.job_id == head.job_id or other is None or other.opened_at != view.opened_at:
+                continue
+            for client, (bound_at, _) in other.members.items():
+                working.add(client)
+                current_s = estimate(client).task_s(view) if client in served else None
+                if current_s is not None and client not in attempt.joined:
+                    busy.append((bound_at + current_s, estimate(client).task_s(head)))
+        members = ((bound_at, estimate(client).task_s(head)) for client, (bound_at, _) in attempt.members.items())
+        idle = (estimate(client).task_s(head) for client in served
+                if client in online and client not in attempt.joined and client not in working)
+        return fastest_fill_at(now, head.target - head.results, members, busy, idle)
+
     # ---------------------------------------------------------------- what it learns from
 
     def checked_in(self, client_id: str, now: float, session_gap_s: float) -> None:
@@ -101,6 +132,8 @@ class LiveObservations:
         for client in gone:
             del self._heard[client]
             self.history.forget(client)
+        for served in self._served.values():
+            served.difference_update(gone)
         return len(gone)
 
     def on_event(self, event: Event) -> bool:
@@ -122,6 +155,7 @@ class LiveObservations:
             self._attempts.pop(job_id, None)
             self._timings.pop(job_id, None)
             self._model_kbit.pop(job_id, None)
+            self._served.pop(job_id, None)
             return False
         if event.client_id:
             self._heard[event.client_id] = event.at
@@ -131,6 +165,7 @@ class LiveObservations:
         if kind == "client_bound":
             reliability = self.history.estimate(event.client_id).reliability
             attempt.members[event.client_id] = (event.at, reliability)
+            attempt.joined.add(event.client_id)
             attempt.expected += reliability
             bound = event.bound if event.bound >= 0 else len(attempt.members)
             if attempt.filled_at is None and bound >= attempt.demand:
@@ -139,6 +174,7 @@ class LiveObservations:
             member = attempt.members.pop(event.client_id, None)
             if member is not None:
                 attempt.expected += 1.0 - member[1]
+                self._served[job_id].add(event.client_id)
                 self._delivered(job_id, event, max(member[0], attempt.published_at or member[0]), member[0])
         elif kind in ("client_dropped", "client_released"):
             member = attempt.members.pop(event.client_id, None)

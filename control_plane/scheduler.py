@@ -22,6 +22,7 @@ from control_plane.jobs import ActiveJob, JobRegistry
 from control_plane.matching import supply_by_class
 from control_plane.observations import KEEP_S, LiveObservations
 from policies import JobView, Policy, SchedulingContext
+from policies.fastest_fill import FILL_PERIOD_S
 from propius.config import Settings
 from propius.specs import ClientProfile
 
@@ -76,6 +77,7 @@ class SchedulerView:
         self._classes_signature: tuple[str, ...] = ()
         self._version = 0  # bumped by every change a snapshot depends on
         self._snapshot: tuple[tuple[int, tuple[int, ...]], float, Snapshot] | None = None
+        self._fill: tuple[tuple[str, float | None], float, float | None] | None = None  # (head round, at, value)
 
     async def refresh_states(self, _now: float = 0.0) -> None:
         """Re-read every active job's round. A job's entry that an event changed while the read was in
@@ -156,7 +158,19 @@ class SchedulerView:
             views.append(self.observations.annotate(job_view(job, state, self.supply.get(job.eligibility_key, 0))))
         ctx = SchedulingContext(now=now, supply_by_class=dict(self.supply), seed=self._seed,
                                 speed_tiers=self.observations.speed_tiers())
-        return Snapshot(self.policy.order(views, ctx), states, ctx)
+        ordered = self.policy.order(views, ctx)
+        if ordered and self.policy.wants_fastest_fill:
+            ordered[0] = replace(ordered[0], fastest_fill_at=self._fastest_fill_at(ordered[0], views, now))
+        return Snapshot(ordered, states, ctx)
+
+    def _fastest_fill_at(self, head: JobView, views: list[JobView], now: float) -> float | None:
+        """The head's ``fastest_fill_at`` over the recent clients, re-estimated every ``FILL_PERIOD_S``."""
+        cached = self._fill
+        if cached is not None and cached[0] == (head.job_id, head.opened_at) and now - cached[1] < FILL_PERIOD_S:
+            return cached[2]
+        value = self.observations.fastest_fill_at(head, views, self._eligible, now)
+        self._fill = ((head.job_id, head.opened_at), now, value)
+        return value
 
     async def estimate_supply(self, window_s: float) -> dict[str, int]:
         """Recent clients per eligibility class. Read and counted in slices, yielding to the event loop

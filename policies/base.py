@@ -25,6 +25,8 @@ Some fields are optional observations (task shape, recent round timings, expecte
 policy must behave sensibly without them: until they are observed (a new job, a new client, a control
 plane just restarted) a policy gets the plain behaviour, afterwards the informed one. The simulator
 and the live control plane (:mod:`control_plane.observations`) learn them with the same bookkeeping.
+One of them costs a pass over the eligible clients and is made only for a policy that asks
+(``wants_fastest_fill``): ``fastest_fill_at`` of the head job (:mod:`policies.fastest_fill`).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class JobView:
     recent_response_s: float | None = None  # smoothed response-collection time of the job's last rounds
     opened_at: float | None = None  # when the current round attempt opened (RoundState.started_at)
     fast_task_s: float | None = None  # predicted task seconds of this job's fastest speed tier of clients
+    fastest_fill_at: float | None = None  # set for the order's head on request: see policies.fastest_fill
 
     @property
     def open_slots(self) -> int:
@@ -144,3 +147,9 @@ class Policy(ABC):
     def wake_key(self, job: JobView) -> Callable[[ClientEstimate], float] | None:
         """Which waiting clients a free slot of ``job`` wakes first (lowest key); None: oldest first."""
         return None
+
+    @property
+    def wants_fastest_fill(self) -> bool:
+        """Whether the scheduler should estimate ``fastest_fill_at`` for the head of the order (a pass
+        over the eligible clients, so only on request; see :mod:`policies.fastest_fill`)."""
+        return False

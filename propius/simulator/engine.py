@@ -17,14 +17,17 @@ attempt. A client whose window closes mid-task holds its slot until its lease ex
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from control_plane.jobs import ActiveJob
 from control_plane.matching import supply_by_class
 from policies import JobView, Policy, SchedulingContext
+from policies.fastest_fill import FILL_PERIOD_S, fastest_fill_at
 from policies.history import ClientHistory
 from propius.simulator.jobs import SimJob
 from propius.simulator.partition import partition
@@ -49,6 +52,7 @@ class SimConfig:
     supply_period_s: float = 30.0  # supply and speed-tier estimates are refreshed this often
     speed_tiers: int = 3
     retry_s: float = 30.0  # live max_wait_s: a client without a bind retries after U(0.5, 1) x this
+    fill_period_s: float = FILL_PERIOD_S  # JobView.fastest_fill_at is re-estimated this often, as live
 
 
 class Simulation:
@@ -86,6 +90,8 @@ class Simulation:
         self.supply: dict[str, int] = dict.fromkeys(self.classes, 0)
         self.tiers: tuple[float, ...] = ()
         self._ordered: list[JobView] = []
+        self._fill: dict[int, tuple[int, float, float | None]] = {}  # job -> (round token, at, fastest_fill_at)
+        self._checking: set[int] = set()  # idle, their check-in event pending (released at a close, or woken)
         self._dirty = True
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
@@ -130,8 +136,41 @@ class Simulation:
             ctx = SchedulingContext(now=self.now, supply_by_class=self.supply, seed=self.config.seed,
                                     speed_tiers=self.tiers)
             self._ordered = self.policy.order(views, ctx)
+            if self._ordered and self.policy.wants_fastest_fill:
+                head = self.by_id[self._ordered[0].job_id]
+                self._ordered[0] = dataclasses.replace(self._ordered[0], fastest_fill_at=self._fastest_fill_at(head))
             self._dirty = False
         return self._ordered
+
+    def _fastest_fill_at(self, job: SimJob) -> float | None:
+        """``JobView.fastest_fill_at`` of ``job`` from the learned estimates, as the live scheduler does:
+        over the clients that delivered to the job before (the only ones its private constraints are
+        known to admit) and not yet in this attempt. Recomputed every ``fill_period_s``."""
+        cached = self._fill.get(job.index)
+        if cached is not None and cached[0] == job.token and self.now - cached[1] < self.config.fill_period_s:
+            return cached[2]
+        view, estimate = self.view_of(job), self.history.estimate
+
+        def candidate(client: int) -> bool:
+            return client in job.served and client not in job.joined
+
+        busy = []
+        for other in self.jobs:
+            if other is not job and other.state == "open":
+                other_view = self.view_of(other)
+                for c in filter(candidate, other.members):
+                    if (current_s := estimate(c).task_s(other_view)) is not None:
+                        busy.append((self.bound_at[c] + current_s, estimate(c).task_s(view)))
+        members = ((self.bound_at[c], estimate(c).task_s(view)) for c in job.members)
+        idle = (estimate(c).task_s(view) for c in filter(candidate, self._idle(job.class_bit)))
+        value = fastest_fill_at(self.now, job.target - job.results, members, busy, idle)
+        self._fill[job.index] = (job.token, self.now, value)
+        return value
+
+    def _idle(self, bit: int) -> Iterator[int]:
+        """Online clients of the class ``bit`` bound to no round: waiting, or about to check in."""
+        yield from self.pool.waiting(bit)
+        yield from (c for c in self._checking if self.class_mask[c] & bit)
 
     def view_of(self, job: SimJob) -> JobView:
         if job.view is not None:
@@ -187,6 +226,7 @@ class Simulation:
             if kind == DONE:
                 self._on_done(a, b)
             elif kind == CHECKIN:
+                self._checking.discard(a)
                 if self.online[a] and self.busy[a] < 0 and (b < 0 or b == self.token[a]) and a not in self.pool:
                     self._check_in(a)
             elif kind == ON:
@@ -221,6 +261,7 @@ class Simulation:
         self.online_by_mask[self.class_mask[client]] -= 1
         self.history.session_ended(client, self.now)
         self.pool.remove(client)
+        self._checking.discard(client)
         index = self.busy[client]
         if index >= 0:
             job = self.jobs[index]
@@ -282,6 +323,7 @@ class Simulation:
         self.busy_s += elapsed
         job.work_s += elapsed
         job.results += 1
+        job.served.add(client)
         job.expected += 1.0 - job.members.pop(client)
         job.view = None
         self._dirty = True
@@ -328,12 +370,14 @@ class Simulation:
             self._open(job)
         for client in released:
             self._push(self.now, CHECKIN, client, -1)
+        self._checking.update(released)
 
     def _wake(self, job: SimJob, slots: int) -> None:
         score = self.policy.wake_key(self.view_of(job))
         key = None if score is None else (lambda client: score(self.history.estimate(client)))
         for client in self.pool.wake(job.wake_bit, slots, key):
             self._push(self.now, CHECKIN, client, -1)
+            self._checking.add(client)
 
     def _refresh_supply(self) -> None:
         supply = dict.fromkeys(self.classes, 0)

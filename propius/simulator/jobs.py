@@ -55,6 +55,7 @@ class SimJob:
     results: int = 0
     members: dict[int, float] = field(default_factory=dict)  # working client -> its reliability at bind
     joined: set[int] = field(default_factory=set)  # every client bound in this attempt (binds once, as live)
+    served: set[int] = field(default_factory=set)  # delivered to this job: its private constraints admit them
     expected: float = 0.0  # results + sum of members' reliabilities
     filled_at: float | None = None  # when the demand-th client bound
     binds: int = 0  # in this attempt

@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 __all__ = ["WaitPool"]
 
@@ -45,6 +45,12 @@ class WaitPool:
         mask = self._mask_of.pop(client, None)
         if mask is not None:
             del self._queues[mask][client]
+
+    def waiting(self, bit: int) -> Iterator[int]:
+        """The waiters whose mask has ``bit``."""
+        for mask, queue in self._queues.items():
+            if mask & bit:
+                yield from queue
 
     def wake(self, bit: int, slots: int, key: Callable[[int], float] | None = None) -> list[int]:
         """Remove and return waiters whose mask has ``bit``, up to the wake budget: the oldest, or

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 
@@ -146,3 +147,57 @@ async def test_the_live_plane_skips_a_client_it_learned_is_too_slow_for_the_roun
     learned = plane.view.observations
     assert learned.estimate("fast").task_s(view) < 1.0 < learned.estimate("slow").task_s(view)
     assert not (await stubs.check_in("slow", wait_s=0.0)).offers, "the slow one would miss its deadline"
+
+
+
+async def test_the_live_plane_leaves_a_slow_client_when_a_fast_idle_one_fills_the_round(planes, stub_factory) -> None:
+    """``wait_for_faster``, acting on what the live plane learned from a first round of both clients."""
+    plane = await planes.start(lease_s=10.0, policy_options={"wait_for_faster": True})
+    stubs = await stub_factory(plane.address)
+    job_id, token = await stubs.register(name="waits", demand=2, over_selection=1.0, execution_timeout_s=60.0,
+                                         task={"local_steps": 1, "batch_size": 10})
+    await stubs.start_round(job_id, token)
+    await stubs.publish(job_id, token, 0, {"w": np.zeros(4, np.float32)})
+    (fast_in, fast), (slow_in, slow) = [await stubs.bind(client) for client in ("fast", "slow")]
+    for client, checkin, accept, train_s in (("fast", fast_in, fast, 0.01), ("slow", slow_in, slow, 1.5)):
+        await stubs.fetch(client, checkin.session_token, job_id, 0)
+        fetched = time.time()
+        await asyncio.sleep(train_s)
+        await stubs.upload(client, checkin.session_token, accept, {"w": np.ones(4, np.float32)}, 1.0,
+                           timings_json=timings_json(fetched, train_s))
+    await stubs.aggregate(job_id, token, 0)
+    await plane.scheduler.refresh()  # who is online (recent check-ins): what the scheduler reads every 5 s
+
+    await stubs.start_round(job_id, token, demand=1)
+    assert (await stubs.check_in("fast", wait_s=2.0)).offers, "the fast client is offered the round"
+    head = plane.view.snapshot().views[0]
+    assert head.fastest_fill_at is not None and head.fastest_fill_at < time.time() + 1.0
+    assert not (await stubs.check_in("slow", wait_s=0.0)).offers, "the idle fast client would deliver first"
+    plane.view.policy.wait_for_faster = False  # type: ignore[attr-defined]
+    assert (await stubs.check_in("slow", wait_s=0.0)).offers, "without the rule the slow client is offered it"
+
+def test_fastest_fill_counts_served_clients_busy_elsewhere_from_when_they_free_up(seen: LiveObservations) -> None:
+    """The head's ``fastest_fill_at`` from events, as the simulator computes it (tests/policies: the rule)."""
+    seen.on_event(Event("round_started", "j", 0, 0, at=0.0, state=state(0.0).to_hash()))
+    seen.on_event(Event("model_published", "j", 0, 0, at=0.0, model_kbit=800.0))
+    # Round 0 teaches three task times: download 4 s (800 kbit), so a task is train + 2 x 4 s.
+    for client, train_s in (("a", 6.0), ("b", 16.0), ("c", 36.0)):
+        seen.on_event(bound(client, 0.0, 1))
+        seen.on_event(Event("update_accepted", "j", 0, 0, client, at=8.0 + train_s, fetch_end=4.0, train_s=train_s))
+    seen.on_event(Event("round_closed", "j", 0, 0, at=44.0))
+    k_state = RoundState(job_id="k", round=0, attempt=0, state="open", demand=1, target=1, min_results=1, bound=0,
+                         results=0, started_at=90.0, deadline_at=500.0, closed_at=0.0, model_digest="",
+                         aggregate_digest="")
+    seen.on_event(Event("round_started", "k", 0, 0, at=90.0, state=k_state.to_hash()))
+    seen.on_event(Event("model_published", "k", 0, 0, at=90.0, model_kbit=800.0))
+    seen.on_event(Event("client_bound", "k", 0, 0, "b", at=95.0, bound=1))  # b works for k until 95 + 24
+    seen.on_event(Event("round_started", "j", 1, 0, at=100.0, state=state(100.0, 1).to_hash()))
+    seen.on_event(Event("client_bound", "j", 1, 0, "c", at=100.0, bound=1))  # c delivers at 100 + 44
+    head = seen.annotate(job_view(ActiveJob("j", SPEC, "", 0.0, "running", 1), state(100.0, 1), supply=5))
+    k = seen.annotate(job_view(ActiveJob("k", SPEC, "", 0.0, "running", 0), k_state, supply=5))
+    online = {"a", "b", "c", "d"}  # d never delivered to j: its private constraints may not admit it
+    # Target 3, no results: a idle (101 + 14 = 115), b when k's task ends (119 + 24 = 143), c (144).
+    assert seen.fastest_fill_at(head, [head, k], online, now=101.0) == 144.0
+    assert seen.fastest_fill_at(dataclasses.replace(head, target=2), [head, k], online, now=101.0) == 143.0
+    assert seen.fastest_fill_at(head, [head, k], online - {"a"}, now=101.0) is None  # two known clients
+    assert seen.fastest_fill_at(dataclasses.replace(head, opened_at=0.0), [head, k], online, now=101.0) is None

@@ -186,3 +186,16 @@ def test_task_tiers_pin_by_predicted_task_time_not_training_speed_alone(view: Ca
     assert rank(PropiusPolicy(), good_link) == ["head", "next"]
     assert rank(PropiusPolicy(), slow_link) == ["next"]  # would be the round's straggler
     assert rank(PropiusPolicy(task_tiers=False), slow_link) == ["head", "next"]  # IRS's rule: speed alone
+
+
+def test_wait_for_faster_leaves_a_slow_client_to_others_when_the_head_round_fills_sooner(
+    view: Callable[..., JobView],
+) -> None:
+    policy = PropiusPolicy(wait_for_faster=True)
+    assert policy.wants_fastest_fill and not PropiusPolicy().wants_fastest_fill
+    # SLOWISH would deliver at 0 + 120 s; the fastest eligible clients fill the round by 100 s.
+    assert offered(policy, [view("head", fastest_fill_at=100.0, **TASK), view("next", **TASK)], SLOWISH) == ["next"]
+    assert offered(policy, [view("head", fastest_fill_at=120.0, **TASK)], SLOWISH) == ["head"]  # one of them
+    assert offered(policy, [view("head", **TASK)], SLOWISH) == ["head"]  # not estimated
+    assert offered(policy, [view("head", fastest_fill_at=100.0, **TASK)], ClientEstimate()) == ["head"]  # unknown
+    assert offered(PropiusPolicy(), [view("head", fastest_fill_at=100.0, **TASK)], SLOWISH) == ["head"]

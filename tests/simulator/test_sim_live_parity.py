@@ -91,3 +91,44 @@ def test_views_carry_the_round_open_time_for_the_informed_rules(tiny: Workload, 
     views = {v.job_id: v for v in sim.ordered_views()}
     assert {job.job_id: views[job.job_id].opened_at for job in sim.jobs} == {
         job.job_id: 100.0 + i for i, job in enumerate(sim.jobs)}
+
+
+def test_only_the_head_gets_fastest_fill_at_and_only_on_request(tiny: Workload, day: PopulationModel) -> None:
+    asks = load_policy("propius", wait_for_faster=True)
+    sim = Simulation(tiny, make_population(400, 2, day), asks, SimConfig(seed=2))
+    sim.run()
+    for i, job in enumerate(sim.jobs):  # fresh rounds, nobody bound: every candidate is idle
+        job.open_round(sim.now, token=1000 + i)
+    sim._dirty = True
+    head, *rest = sim.ordered_views()
+    job = sim.by_id[head.job_id]
+    idle = [c for c in job.served if sim.online[c] and sim.busy[c] < 0]  # online, bound to no round
+    assert len(idle) >= job.target  # so the estimate exists
+    deliveries = sorted(sim.now + sim.history.estimate(c).task_s(head) for c in idle)  # type: ignore[operator]
+    assert head.fastest_fill_at == deliveries[job.target - 1]
+    assert all(view.fastest_fill_at is None for view in rest)
+    sim.policy = load_policy("propius")
+    sim._dirty = True
+    assert all(view.fastest_fill_at is None for view in sim.ordered_views())
+
+
+def test_the_live_snapshot_sets_it_on_the_head_from_the_observations(tiny: Workload, day: PopulationModel) -> None:
+    """The wiring; LiveObservations.fastest_fill_at itself is tested on events (tests/control_plane)."""
+    sim = _mid_run(tiny, day, "propius")
+    head_id = sim.ordered_views()[0].job_id
+    live = SchedulerView(FakeHot({j.job_id: j.round_state() for j in sim.jobs}),  # type: ignore[arg-type]
+                         FakeJobs([j.active for j in sim.jobs]), load_policy("propius", wait_for_faster=True))  # type: ignore[arg-type]
+    live.supply = dict(sim.supply)
+    asked = []
+
+    def estimate(view: JobView, views: list[JobView], online: object, now: float) -> float:
+        asked.append(view.job_id)
+        return 42.0
+
+    live.observations.fastest_fill_at = estimate  # type: ignore[method-assign]
+    asyncio.run(live.refresh_states())
+    first, *rest = live.snapshot().views
+    assert (first.job_id, first.fastest_fill_at, asked) == (head_id, 42.0, [head_id])
+    assert all(view.fastest_fill_at is None for view in rest)
+    live.supply = dict(sim.supply)  # a change: the snapshot is rebuilt, the estimate reused for 5 s
+    assert live.snapshot().views[0].fastest_fill_at == 42.0 and asked == [head_id]
