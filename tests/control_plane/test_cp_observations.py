@@ -122,11 +122,10 @@ def timings_json(fetch_end: float, train_s: float) -> str:
                        "train_end": fetch_end + train_s, "upload_start": now})
 
 
-async def test_the_live_plane_skips_a_client_it_learned_is_too_slow_for_the_round(planes, stub_factory) -> None:
-    """Deadline-aware dispatch of the default policy, acting on what the live plane learned."""
-    plane = await planes.start(lease_s=10.0)  # the slow task outlasts no lease, whatever the machine's load
-    stubs = await stub_factory(plane.address)
-    job_id, token = await stubs.register(name="deadline", demand=2, over_selection=1.0, execution_timeout_s=1.0,
+async def first_round_of_a_fast_and_a_slow_client(stubs, execution_timeout_s: float) -> tuple[str, str]:
+    """A job of demand 2 whose first round both serve: "fast" trains 0.01 s, "slow" 1.5 s. (job id, token)"""
+    job_id, token = await stubs.register(name="learns", demand=2, over_selection=1.0,
+                                         execution_timeout_s=execution_timeout_s,
                                          task={"local_steps": 1, "batch_size": 10})
     await stubs.start_round(job_id, token)
     await stubs.publish(job_id, token, 0, {"w": np.zeros(4, np.float32)})
@@ -139,6 +138,14 @@ async def test_the_live_plane_skips_a_client_it_learned_is_too_slow_for_the_roun
                            timings_json=timings_json(fetched, train_s))
     info, _ = await stubs.aggregate(job_id, token, 0)
     assert info.results == 2
+    return job_id, token
+
+
+async def test_the_live_plane_skips_a_client_it_learned_is_too_slow_for_the_round(planes, stub_factory) -> None:
+    """Deadline-aware dispatch of the default policy, acting on what the live plane learned."""
+    plane = await planes.start(lease_s=10.0)  # the slow task outlasts no lease, whatever the machine's load
+    stubs = await stub_factory(plane.address)
+    job_id, token = await first_round_of_a_fast_and_a_slow_client(stubs, execution_timeout_s=1.0)
 
     await stubs.start_round(job_id, token)
     assert (await stubs.check_in("fast", wait_s=2.0)).offers, "the fast client is offered the round"
@@ -149,23 +156,11 @@ async def test_the_live_plane_skips_a_client_it_learned_is_too_slow_for_the_roun
     assert not (await stubs.check_in("slow", wait_s=0.0)).offers, "the slow one would miss its deadline"
 
 
-
 async def test_the_live_plane_leaves_a_slow_client_when_a_fast_idle_one_fills_the_round(planes, stub_factory) -> None:
     """``wait_for_faster``, acting on what the live plane learned from a first round of both clients."""
     plane = await planes.start(lease_s=10.0, policy_options={"wait_for_faster": True})
     stubs = await stub_factory(plane.address)
-    job_id, token = await stubs.register(name="waits", demand=2, over_selection=1.0, execution_timeout_s=60.0,
-                                         task={"local_steps": 1, "batch_size": 10})
-    await stubs.start_round(job_id, token)
-    await stubs.publish(job_id, token, 0, {"w": np.zeros(4, np.float32)})
-    (fast_in, fast), (slow_in, slow) = [await stubs.bind(client) for client in ("fast", "slow")]
-    for client, checkin, accept, train_s in (("fast", fast_in, fast, 0.01), ("slow", slow_in, slow, 1.5)):
-        await stubs.fetch(client, checkin.session_token, job_id, 0)
-        fetched = time.time()
-        await asyncio.sleep(train_s)
-        await stubs.upload(client, checkin.session_token, accept, {"w": np.ones(4, np.float32)}, 1.0,
-                           timings_json=timings_json(fetched, train_s))
-    await stubs.aggregate(job_id, token, 0)
+    job_id, token = await first_round_of_a_fast_and_a_slow_client(stubs, execution_timeout_s=60.0)
     await plane.scheduler.refresh()  # who is online (recent check-ins): what the scheduler reads every 5 s
 
     await stubs.start_round(job_id, token, demand=1)
