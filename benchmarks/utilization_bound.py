@@ -25,6 +25,11 @@ over-selection waste). The shortest such R is found by bisection on a max-flow (
 seconds. A policy whose makespan is near ``rounds x R`` schedules about as well as perfect knowledge
 does without staggering rounds of different jobs; the LP's lower makespan needs that staggering.
 
+Also printed, with or without the LP: the critical path (the slowest job's rounds, each lasting at
+least until its ``demand``-th fastest eligible client could deliver), a makespan no scheduler beats,
+and the binds the successful rounds can make (at most the target, and at most the eligible clients,
+per round); their ratio bounds binds/s for any schedule whose rounds do not fail.
+
     python benchmarks/utilization_bound.py --clients 1200 1500 1800 --seeds 0 1 2 --no-lp \
         --out benchmarks/results/lockstep_plans.json
 """
@@ -102,6 +107,26 @@ def lockstep_period(tasks: list[ClientTask], demands: list[int], precision: floa
     return high
 
 
+def critical_path_s(tasks: list[ClientTask], demands: list[int], rounds: list[int]) -> float:
+    """A makespan no scheduler beats: a job's round lasts at least until its ``demand``-th fastest
+    eligible client could deliver (each result from a distinct client, none starting before the round
+    opens), and its rounds run one after another."""
+    path = 0.0
+    for j, (demand, count) in enumerate(zip(demands, rounds, strict=True)):
+        eligible = sorted(task_s for ok, task_s in tasks if ok[j])
+        if len(eligible) < demand:
+            raise SystemExit("infeasible: some job has fewer eligible clients than its demand")
+        path = max(path, count * eligible[demand - 1])
+    return path
+
+
+def successful_binds(tasks: list[ClientTask], targets: list[int], rounds: list[int]) -> int:
+    """The most binds the successful rounds can make: each binds at most its target, and at most once
+    each eligible client."""
+    return sum(count * min(target, sum(ok[j] for ok, _ in tasks))
+               for j, (target, count) in enumerate(zip(targets, rounds, strict=True)))
+
+
 class FluidLp:
     def __init__(self, groups: list[dict], jobs: list, step: float, max_round_s: float = 400.0) -> None:
         self.groups, self.jobs = groups, jobs
@@ -175,11 +200,17 @@ def measure(clients: int, seed: int, step: float, makespans: list[float], lp: bo
     """One population's lockstep plan and, with ``lp``, its fluid-LP bounds, printed and as a record."""
     started = time.perf_counter()
     tasks, jobs = client_tasks(clients, seed)
-    period = lockstep_period(tasks, [job.demand for job in jobs])
-    rounds = max(job.rounds for job in jobs)
+    demands, counts = [job.demand for job in jobs], [job.rounds for job in jobs]
+    period = lockstep_period(tasks, demands)
+    rounds = max(counts)
+    critical = critical_path_s(tasks, demands, counts)
+    binds = successful_binds(tasks, [job.to_job_spec().bind_target(job.demand) for job in jobs], counts)
     report: dict = {"clients": clients, "seed": seed, "lockstep_period_s": period,
-                    "lockstep_makespan_s": rounds * period}
-    print(f"{clients} clients, seed {seed}: lockstep plan {period:.1f} s per round, makespan {rounds * period:,.0f} s")
+                    "lockstep_makespan_s": rounds * period, "critical_path_s": critical,
+                    "max_successful_binds": binds, "max_binds_per_s": binds / critical}
+    print(f"{clients} clients, seed {seed}: lockstep plan {period:.1f} s per round, makespan {rounds * period:,.0f} s;"
+          f" makespan >= {critical:,.0f} s (critical path), binds of successful rounds <= {binds:,},"
+          f" so <= {binds / critical:.2f} binds/s")
     if lp:
         fluid = FluidLp(client_groups(tasks, step), jobs, step)
         report |= {"step_s": step, "variables": len(fluid.columns) + 1, "min_makespan_s": fluid.min_makespan(),

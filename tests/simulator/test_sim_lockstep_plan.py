@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.utilization_bound import lockstep_period
+from benchmarks.utilization_bound import critical_path_s, lockstep_period, successful_binds
 
 
 def test_each_client_serves_one_job_when_demand_needs_every_client() -> None:
@@ -28,3 +28,13 @@ def test_the_plan_takes_the_cheaper_of_chaining_and_a_slow_client() -> None:
 def test_a_job_with_too_few_eligible_clients_has_no_plan() -> None:
     with pytest.raises(SystemExit, match="infeasible"):
         lockstep_period([((True, False), 10.0)], [1, 1])
+
+
+def test_the_critical_path_is_the_slowest_jobs_rounds_at_their_demand_th_fastest_client() -> None:
+    tasks = [((True, True), 10.0), ((True, True), 20.0), ((False, True), 50.0)]
+    # job 0: 3 rounds x its 2nd-fastest (20 s) = 60 s; job 1: 2 rounds x its 3rd-fastest (50 s) = 100 s
+    assert critical_path_s(tasks, [2, 3], [3, 2]) == 100.0
+    # binds: job 0 targets 3 but has 2 eligible clients (3 rounds x 2), job 1 targets 3 of 3 (2 x 3)
+    assert successful_binds(tasks, [3, 3], [3, 2]) == 12
+    with pytest.raises(SystemExit, match="infeasible"):
+        critical_path_s(tasks, [3, 3], [1, 1])
