@@ -55,6 +55,7 @@ from propius.simulator.workload import load_workload  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 ClientTask = tuple[tuple[bool, ...], float]  # (eligible for each job, seconds per task)
+INFEASIBLE = "infeasible: some job has fewer eligible clients than its demand"
 
 
 def client_tasks(clients: int, seed: int) -> tuple[list[ClientTask], list]:
@@ -100,7 +101,7 @@ def lockstep_period(tasks: list[ClientTask], demands: list[int], precision: floa
     """The shortest lockstep period, to ``precision`` seconds (see the module docstring)."""
     low, high = 0.0, max(task_s for _, task_s in tasks) * len(demands)
     if not lockstep_fits(tasks, demands, high):
-        raise SystemExit("infeasible: some job has fewer eligible clients than its demand")
+        raise SystemExit(INFEASIBLE)
     while high - low > precision:
         middle = (low + high) / 2
         low, high = (low, middle) if lockstep_fits(tasks, demands, middle) else (middle, high)
@@ -115,7 +116,7 @@ def critical_path_s(tasks: list[ClientTask], demands: list[int], rounds: list[in
     for j, (demand, count) in enumerate(zip(demands, rounds, strict=True)):
         eligible = sorted(task_s for ok, task_s in tasks if ok[j])
         if len(eligible) < demand:
-            raise SystemExit("infeasible: some job has fewer eligible clients than its demand")
+            raise SystemExit(INFEASIBLE)
         path = max(path, count * eligible[demand - 1])
     return path
 
@@ -184,7 +185,7 @@ class FluidLp:
         objective[self.makespan_column] = 1.0
         solution = self._solve(objective, None)
         if solution is None:  # any makespan works unless a job's demand exceeds its eligible clients
-            raise SystemExit("infeasible: some job has fewer eligible clients than its demand")
+            raise SystemExit(INFEASIBLE)
         return float(solution[self.makespan_column])
 
     def max_useful_work(self, makespan: float) -> float | None:

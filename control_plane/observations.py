@@ -106,9 +106,11 @@ class LiveObservations:
                 continue
             for client, (bound_at, _) in other.members.items():
                 working.add(client)
-                current_s = estimate(client).task_s(view) if client in served else None
-                if current_s is not None and client not in attempt.joined:
-                    busy.append((bound_at + current_s, estimate(client).task_s(head)))
+                if client not in served or client in attempt.joined:
+                    continue
+                learned = estimate(client)
+                if (current_s := learned.task_s(view)) is not None:
+                    busy.append((bound_at + current_s, learned.task_s(head)))
         members = ((bound_at, estimate(client).task_s(head)) for client, (bound_at, _) in attempt.members.items())
         idle = (estimate(client).task_s(head) for client in served
                 if client in online and client not in attempt.joined and client not in working)

@@ -159,8 +159,9 @@ class Simulation:
             if other is not job and other.state == "open":
                 other_view = self.view_of(other)
                 for c in filter(candidate, other.members):
-                    if (current_s := estimate(c).task_s(other_view)) is not None:
-                        busy.append((self.bound_at[c] + current_s, estimate(c).task_s(view)))
+                    learned = estimate(c)
+                    if (current_s := learned.task_s(other_view)) is not None:
+                        busy.append((self.bound_at[c] + current_s, learned.task_s(view)))
         members = ((self.bound_at[c], estimate(c).task_s(view)) for c in job.members)
         idle = (estimate(c).task_s(view) for c in filter(candidate, self._idle(job.class_bit)))
         value = fastest_fill_at(self.now, job.target - job.results, members, busy, idle)
