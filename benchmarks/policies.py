@@ -62,10 +62,11 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "propius +longest_first": {"longest_first": True},
     "propius -fastest_wake": {"fastest_wake": False},
     "propius +wait_for_faster": {"wait_for_faster": True},
+    "propius +hold_for_tight": {"hold_for_tight": True},
 }
-# Central-binding variants run beside the default on utilization-5jobs. The last two are the makespan
-# objective an operator would pick for a batch of jobs that must all finish (docs/policies.md), without
-# and with waiting for faster clients.
+# Central-binding variants run beside the default on utilization-5jobs. The last three are the makespan
+# objective an operator would pick for a batch of jobs that must all finish (docs/policies.md): plain,
+# with waiting for faster clients, and with that and holding clients for a tight job's next round.
 UTILIZATION_VARIANTS: dict[str, dict[str, Any]] = {
     "propius -speed_tiers": {"speed_tiers": False},
     "propius -fastest_wake": {"fastest_wake": False},
@@ -74,6 +75,9 @@ UTILIZATION_VARIANTS: dict[str, dict[str, Any]] = {
                                                           "speed_tiers": False},
     "propius +longest_first +scarce_first -speed_tiers +wait_for_faster": {
         "longest_first": True, "scarce_first": True, "speed_tiers": False, "wait_for_faster": True},
+    "propius +longest_first +scarce_first -speed_tiers +wait_for_faster +hold_for_tight": {
+        "longest_first": True, "scarce_first": True, "speed_tiers": False, "wait_for_faster": True,
+        "hold_for_tight": True},
 }
 UTILIZATION_TARGET, BINDS_TARGET = 1.5, 2.0
 

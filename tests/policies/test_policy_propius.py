@@ -199,3 +199,23 @@ def test_wait_for_faster_leaves_a_slow_client_to_others_when_the_head_round_fill
     assert offered(policy, [view("head", **TASK)], SLOWISH) == ["head"]  # not estimated
     assert offered(policy, [view("head", fastest_fill_at=100.0, **TASK)], ClientEstimate()) == ["head"]  # unknown
     assert offered(PropiusPolicy(), [view("head", fastest_fill_at=100.0, **TASK)], SLOWISH) == ["head"]
+
+
+def test_hold_for_tight_keeps_a_client_for_the_next_round_of_a_job_that_needs_its_whole_class(
+    view: Callable[..., JobView],
+) -> None:
+    policy = PropiusPolicy(hold_for_tight=True)  # tight_fraction 0.75, hold_slack 0.5
+    slow = ClientEstimate(s_per_sample=0.18, bandwidth_kbps=1000.0)  # 180 + 20 = 200 s per task
+    # Demand 40 of a class of 50 clients: tight. Its round opened at 0 and is expected to close at
+    # 10 + 80 = 90 s; the hold lasts until 90 + 0.5 x 80 = 130 s.
+    timed = dict(opened_at=0.0, recent_schedule_s=10.0, recent_response_s=80.0, **TASK)
+    big = view("big", demand=40, target=48, **timed)
+    assert offered(policy, [big, view("next", **TASK)], SLOWISH) == ["big", "next"]  # back at 120 s
+    assert offered(policy, [big, view("next", **TASK)], slow) == ["big"]  # back at 200 s
+    # Overdue (now 100 s, past the expected close): held until now + 40 s.
+    assert offered(policy, [big, view("next", **TASK)], SLOWISH, now=100.0) == ["big"]
+    assert offered(policy, [view("next", **TASK), big], slow) == ["next", "big"]  # only jobs ranked after it
+    assert offered(policy, [view("big", demand=30, **timed), view("next", **TASK)], slow) == ["big", "next"]
+    assert offered(policy, [view("big", demand=40, **TASK), view("next", **TASK)], slow) == ["big", "next"]  # untimed
+    assert offered(policy, [big, view("next", **TASK)], ClientEstimate()) == ["big", "next"]  # unknown client
+    assert offered(PropiusPolicy(), [big, view("next", **TASK)], slow) == ["big", "next"]
