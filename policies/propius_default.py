@@ -64,7 +64,8 @@ the benchmark can show what each buys (docs/policies.md):
   its next round opens delays that round. A client is then not offered a job ranked after a tight
   one if its task there would outlast the tight job's expected next opening (open time + recent
   scheduling delay + recent response time) by more than ``hold_slack`` x its response time; it waits
-  for the tight job instead. Measured with the makespan objective on utilization-5jobs at 1,200
+  for the tight job instead. The tight round counts while it has free slots, also for a client that
+  already served it (the check-in ranks such rounds, then drops them). Measured with the makespan objective on utilization-5jobs at 1,200
   clients, where job-4 needs 80-88 % of its class: makespans 8,877 / 10,462 / 8,674 s against
   9,374 / 11,194 / 9,381 s without (seed 1's is within 0.5 % of job-4's critical path); at 1,500 and
   1,800 no job is tight and nothing changes (applied there with a lower fraction: within noise).

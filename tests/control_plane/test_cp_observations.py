@@ -171,6 +171,35 @@ async def test_the_live_plane_leaves_a_slow_client_when_a_fast_idle_one_fills_th
     plane.view.policy.wait_for_faster = False  # type: ignore[attr-defined]
     assert (await stubs.check_in("slow", wait_s=0.0)).offers, "without the rule the slow client is offered it"
 
+
+async def test_the_live_plane_holds_a_client_for_the_next_round_of_a_tight_job(planes, stub_factory) -> None:
+    """``hold_for_tight``, on a job whose rounds need both known clients, timed by the live plane."""
+    plane = await planes.start(lease_s=10.0, policy_options={"hold_for_tight": True})
+    stubs = await stub_factory(plane.address)
+    job_id, token = await first_round_of_a_fast_and_a_slow_client(stubs, execution_timeout_s=60.0)
+    # Registered later, open-ended like the first: ranked after it. Its task takes "fast" about 30 s.
+    other_id, other_token = await stubs.register(name="other", demand=1, task={"local_steps": 3000, "batch_size": 10})
+    await stubs.start_round(other_id, other_token)
+    await stubs.publish(other_id, other_token, 0, {"w": np.zeros(4, np.float32)})
+    await plane.scheduler.refresh()  # the class supply (recent check-ins): two clients
+
+    await stubs.start_round(job_id, token)
+    await stubs.publish(job_id, token, 1, {"w": np.zeros(4, np.float32)})
+    checkin, accept = await stubs.bind("fast")
+    assert accept.job_id == job_id
+    await stubs.fetch("fast", checkin.session_token, job_id, 1)
+    await stubs.upload("fast", checkin.session_token, accept, {"w": np.ones(4, np.float32)}, 1.0,
+                       timings_json=timings_json(time.time(), 0.01))
+    tight, later = plane.view.snapshot().views
+    assert (tight.job_id, later.job_id) == (job_id, other_id)
+    assert tight.demand == 2 and plane.view.snapshot().ctx.supply_by_class[tight.eligibility_key] == 2
+    assert tight.recent_response_s is not None and tight.recent_response_s < 30.0
+    offers = (await stubs.check_in("fast", wait_s=0.0)).offers
+    assert other_id not in {offer.job_id for offer in offers}, "30 s there would outlast the tight job's next opening"
+    plane.view.policy.hold_for_tight = False  # type: ignore[attr-defined]
+    offers = (await stubs.check_in("fast", wait_s=0.0)).offers
+    assert other_id in {offer.job_id for offer in offers}, "without the rule the other job is offered"
+
 def test_fastest_fill_counts_served_clients_busy_elsewhere_from_when_they_free_up(seen: LiveObservations) -> None:
     """The head's ``fastest_fill_at`` from events, as the simulator computes it (tests/policies: the rule)."""
     seen.on_event(Event("round_started", "j", 0, 0, at=0.0, state=state(0.0).to_hash()))
