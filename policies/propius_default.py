@@ -65,12 +65,13 @@ the benchmark can show what each buys (docs/policies.md):
   one if its task there would outlast the tight job's expected next opening (open time + recent
   scheduling delay + recent response time) by more than ``hold_slack`` x its response time; it waits
   for the tight job instead. The tight round counts while it has free slots, also for a client that
-  already served it (the check-in ranks such rounds, then drops them). Measured with the makespan objective on utilization-5jobs at 1,200
-  clients, where job-4 needs 80-88 % of its class: makespans 8,877 / 10,462 / 8,674 s against
-  9,374 / 11,194 / 9,381 s without (seed 1's is within 0.5 % of job-4's critical path); at 1,500 and
-  1,800 no job is tight and nothing changes (applied there with a lower fraction: within noise).
-  It delays the other jobs' rounds, so it belongs to the makespan objective; off by default (with
-  the JCT objective on policy-20jobs: 18,470 s mean average JCT vs 18,371 s, within noise).
+  already served it (the check-in ranks such rounds, then drops them). Measured with the makespan
+  objective on utilization-5jobs at 1,200 clients, where job-4 needs 80-88 % of its class:
+  makespans 8,877 / 10,462 / 8,674 s against 9,374 / 11,194 / 9,381 s without (seed 1's is within
+  0.5 % of job-4's critical path); at 1,500 and 1,800 no job is tight and nothing changes (applied
+  there with a lower fraction: within noise). It delays the other jobs' rounds, so it belongs to the
+  makespan objective; off by default (with the JCT objective on policy-20jobs: 18,470 s mean average
+  JCT vs 18,371 s, within noise).
 - ``aging_tau_s`` (0 = off): starvation guard; the score is divided by ``1 + age / aging_tau_s``.
 - ``fill_first`` (off): inside a class group (the whole order when ``scarce_first`` is off), offer
   rounds that already hold some clients before empty ones.

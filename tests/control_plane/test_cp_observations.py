@@ -200,6 +200,7 @@ async def test_the_live_plane_holds_a_client_for_the_next_round_of_a_tight_job(p
     offers = (await stubs.check_in("fast", wait_s=0.0)).offers
     assert other_id in {offer.job_id for offer in offers}, "without the rule the other job is offered"
 
+
 def test_fastest_fill_counts_served_clients_busy_elsewhere_from_when_they_free_up(seen: LiveObservations) -> None:
     """The head's ``fastest_fill_at`` from events, as the simulator computes it (tests/policies: the rule)."""
     seen.on_event(Event("round_started", "j", 0, 0, at=0.0, state=state(0.0).to_hash()))
