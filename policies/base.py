@@ -119,6 +119,10 @@ class SchedulingContext:
     client: ClientEstimate | None = None  # the checking-in client, where its history is tracked
     speed_tiers: tuple[float, ...] = ()  # ascending s_per_sample bounds between speed tiers (fastest first)
 
+    def class_supply(self, job: JobView) -> int:
+        """Recent clients of ``job``'s eligibility class (the snapshot's own estimate if not in the map)."""
+        return self.supply_by_class.get(job.eligibility_key, job.supply)
+
 
 class Policy(ABC):
     """A job-sharing policy; subclasses set ``name`` and define ``score``, the rest is optional."""

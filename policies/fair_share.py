@@ -44,7 +44,7 @@ def tenant_shares(
     supply: dict[str, int] = {}
     for job in jobs:
         usage[(job.owner, job.eligibility_key)] = usage.get((job.owner, job.eligibility_key), 0) + job.bound
-        supply[job.eligibility_key] = ctx.supply_by_class.get(job.eligibility_key, job.supply)
+        supply[job.eligibility_key] = ctx.class_supply(job)
     total_weight: dict[str, float] = {}
     for owner, key in usage:
         total_weight[key] = total_weight.get(key, 0.0) + weights.get(owner, 1.0)

@@ -218,7 +218,7 @@ class PropiusPolicy(IrsPolicy):
         """For a tight job whose rounds have been timed: its expected next opening (open time + recent
         scheduling delay + recent response time, or now if overdue) + ``hold_slack`` x its response
         time. inf otherwise."""
-        supply = ctx.supply_by_class.get(job.eligibility_key, job.supply)
+        supply = ctx.class_supply(job)
         if supply <= 0 or job.demand < self.tight_fraction * supply:
             return math.inf
         if job.opened_at is None or job.recent_schedule_s is None or job.recent_response_s is None:
@@ -228,7 +228,7 @@ class PropiusPolicy(IrsPolicy):
 
     def _pinned_elsewhere(self, head: JobView, ctx: SchedulingContext) -> bool:
         if self.tier_fit and ctx.speed_tiers:
-            supply = ctx.supply_by_class.get(head.eligibility_key, head.supply)
+            supply = ctx.class_supply(head)
             if supply < (len(ctx.speed_tiers) + 1) * head.target:  # the fastest tier alone cannot fill it
                 return False
         return super()._pinned_elsewhere(head, ctx)
