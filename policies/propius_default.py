@@ -221,9 +221,9 @@ class PropiusPolicy(IrsPolicy):
         supply = ctx.class_supply(job)
         if supply <= 0 or job.demand < self.tight_fraction * supply:
             return math.inf
-        if job.opened_at is None or job.recent_schedule_s is None or job.recent_response_s is None:
+        closes_at = self._expected_close(job)
+        if closes_at is None or job.recent_response_s is None:
             return math.inf
-        closes_at = job.opened_at + job.recent_schedule_s + job.recent_response_s
         return max(closes_at, ctx.now) + self.hold_slack * job.recent_response_s
 
     def _pinned_elsewhere(self, head: JobView, ctx: SchedulingContext) -> bool:
@@ -245,12 +245,17 @@ class PropiusPolicy(IrsPolicy):
         Expected close: open time + the job's recent scheduling delay + (1 + slack) x its recent
         response-collection time.
         """
-        if job.bound < job.demand or job.opened_at is None:
+        if job.bound < job.demand:
             return False
-        if job.recent_schedule_s is None or job.recent_response_s is None:
-            return False
-        closes_at = job.opened_at + job.recent_schedule_s + (1.0 + self.straggler_slack) * job.recent_response_s
-        return finish_at > closes_at
+        closes_at = self._expected_close(job, response_factor=1.0 + self.straggler_slack)
+        return closes_at is not None and finish_at > closes_at
+
+    @staticmethod
+    def _expected_close(job: JobView, response_factor: float = 1.0) -> float | None:
+        """Open time + recent scheduling delay + ``response_factor`` x recent response time; None untimed."""
+        if job.opened_at is None or job.recent_schedule_s is None or job.recent_response_s is None:
+            return None
+        return job.opened_at + job.recent_schedule_s + response_factor * job.recent_response_s
 
     def _doomed(self, job: JobView, client: ClientEstimate | None, now: float) -> bool:
         """True when the round, at the rate it has been binding clients, cannot reach ``demand`` in time."""
