@@ -104,10 +104,8 @@ class Binder:
     def _offers(self, client_id: str, attributes: dict[str, AttributeValue], max_offers: int) -> list[Offer]:
         snap = self._view.snapshot()
         ctx = dataclasses.replace(snap.ctx, client=self._view.observations.estimate(client_id))
-        # Rounds the client already joined are ranked too, then dropped (as in the simulator): a policy
-        # may keep the client free for such a round's successor (``hold_for_tight``).
-        chosen = [view for view in offer_candidates(attributes, snap.views, self._view.policy, ctx, max_offers)
-                  if not self._view.bound_to(view.job_id, client_id)]
+        chosen = offer_candidates(attributes, snap.views, self._view.policy, ctx, max_offers,
+                                  joined=lambda view: self._view.bound_to(view.job_id, client_id))
         expires = time.time() + self._settings.offer_ttl_s
         nonce = uuid.uuid4().hex
         offers = []

@@ -6,7 +6,7 @@ both make the same decisions for the same inputs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from policies import JobView, Policy, SchedulingContext
 from propius.specs import AttributeValue, Constraints
@@ -20,11 +20,20 @@ def offer_candidates(
     policy: Policy,
     ctx: SchedulingContext,
     max_offers: int,
+    joined: Callable[[JobView], bool] | None = None,
 ) -> list[JobView]:
-    """Jobs with a free slot whose public constraints admit the client, in the policy's order."""
+    """Up to ``max_offers`` jobs with a free slot whose public constraints admit the client, in the policy's order.
+
+    Rounds the client already ``joined`` are ranked with the others, then left out (a bind would be
+    refused): the policy sees them, so it may keep the client free for such a round's successor
+    (``hold_for_tight``), and they do not take the place of an offer the client could accept.
+    """
     attrs = dict(attributes)
     eligible = [job for job in ordered_jobs if job.open_slots > 0 and job.public.admits(attrs)]
-    return policy.rank_for_client(attrs, eligible, ctx)[:max_offers]
+    ranked = policy.rank_for_client(attrs, eligible, ctx)
+    if joined is not None:
+        ranked = [job for job in ranked if not joined(job)]
+    return ranked[:max_offers]
 
 
 def supply_by_class(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -190,6 +190,10 @@ class Simulation:
         if ok is None:
             ok = self._private[key] = job.spec.requirements.private.admits(private)
         return ok
+
+    def joined_by(self, client: int) -> Callable[[JobView], bool]:
+        """Whether ``client`` already joined a view's open round (the live ``SchedulerView.bound_to``)."""
+        return lambda view: client in self.by_id[view.job_id].joined
 
     def first_accepted(self, client: int, offers: list[JobView]) -> SimJob | None:
         """The first offer the device's private constraints admit and the bind accepts (as clients.device does).

@@ -42,7 +42,7 @@ class CentralSelection:
         if not ordered:
             return None
         offers = offer_candidates(sim.population.profiles[client], ordered, sim.policy, sim.context(client, now),
-                                  sim.config.max_offers)
+                                  sim.config.max_offers, joined=sim.joined_by(client))
         return sim.first_accepted(client, offers)
 
 
@@ -61,7 +61,7 @@ class StaticSelection:
         if index < 0 or sim.jobs[index].state != "open":
             return None
         offers = offer_candidates(sim.population.profiles[client], [sim.view_of(sim.jobs[index])], sim.policy,
-                                  sim.context(client, now), sim.config.max_offers)
+                                  sim.context(client, now), sim.config.max_offers, joined=sim.joined_by(client))
         return sim.first_accepted(client, offers)
 
 
