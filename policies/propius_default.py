@@ -57,7 +57,7 @@ the benchmark can show what each buys (docs/policies.md):
   busy elsewhere from when they free up (``JobView.fastest_fill_at``, :mod:`policies.fastest_fill`):
   the slow idle client serves another job, the round waits seconds for a fast one. Measured with
   the makespan objective on utilization-5jobs: 2-6 % shorter makespans at 1,500 and 1,800 clients;
-  with the JCT objective, -1.5 % average JCT on policy-20jobs but up to +3.8 % on utilization-5jobs
+  with the JCT objective, -1.6 % average JCT on policy-20jobs but up to +3.8 % on utilization-5jobs
   (docs/policies.md), hence off by default.
 - ``hold_for_tight`` (off): a job is tight when its round needs at least ``tight_fraction`` of its
   class's clients (``demand >= tight_fraction x supply``), so every one of them busy elsewhere when
@@ -70,8 +70,8 @@ the benchmark can show what each buys (docs/policies.md):
   makespans 8,877 / 10,462 / 8,674 s against 9,374 / 11,194 / 9,381 s without (seed 1's is within
   0.5 % of job-4's critical path); at 1,500 and 1,800 no job is tight and nothing changes (applied
   there with a lower fraction: within noise). It delays the other jobs' rounds, so it belongs to the
-  makespan objective; off by default (with the JCT objective on policy-20jobs: 18,470 s mean average
-  JCT vs 18,371 s, within noise).
+  makespan objective; off by default (with the JCT objective on policy-20jobs: 18,420 s mean average
+  JCT vs 18,399 s, within noise).
 - ``aging_tau_s`` (0 = off): starvation guard; the score is divided by ``1 + age / aging_tau_s``.
 - ``fill_first`` (off): inside a class group (the whole order when ``scarce_first`` is off), offer
   rounds that already hold some clients before empty ones.
