@@ -198,11 +198,12 @@ class Simulation:
     def first_accepted(self, client: int, offers: list[JobView]) -> SimJob | None:
         """The first offer the device's private constraints admit and the bind accepts (as clients.device does).
 
-        The live bind refuses a client already bound in the round (``already_bound``); so does this.
+        Rounds the client already joined (which the live bind refuses, ``already_bound``) are not among
+        the offers: ``offer_candidates`` leaves them out (``joined_by``).
         """
         for view in offers:
             job = self.by_id[view.job_id]
-            if self.private_ok(client, job) and job.open_slots > 0 and client not in job.joined:
+            if self.private_ok(client, job) and job.open_slots > 0:
                 return job
         return None
 
