@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from policies import PolicyOptionError, UnknownPolicyError, parse_options
+from propius.simulator.availability import AvailabilityModel
 from propius.simulator.engine import Mode, SimConfig
 from propius.simulator.population import PopulationModel
 from propius.simulator.run import simulate
@@ -44,11 +45,16 @@ def simulate_command(
     mode: Annotated[str, typer.Option(help="central | static | client-random")] = "central",
     option: Annotated[list[str] | None, typer.Option(help="policy option key=value (repeatable)")] = None,
     days: Annotated[int, typer.Option(help="simulated days of client traces (the horizon)")] = 4,
+    availability: Annotated[str, typer.Option(
+        help="diurnal: seeded on/off sessions; always: every client online throughout (the utilization "
+             "experiment's setting)")] = "diurnal",
     out: Annotated[Path, typer.Option(help="directory for the JSON and PNG")] = Path("simulation-results"),
 ) -> None:
     """Simulate a workload on seeded trace-driven clients with one policy; deterministic for a seed."""
     if mode not in ("central", "static", "client-random"):
         raise typer.BadParameter(f"unknown mode {mode!r}")
+    if availability not in ("diurnal", "always"):
+        raise typer.BadParameter(f"unknown availability {availability!r}")
     try:
         spec = load_workload(workload)
     except (SpecError, OSError) as error:
@@ -56,14 +62,15 @@ def simulate_command(
         raise typer.Exit(2) from None
     n = clients or spec.client_counts[0]
     mode_: Mode = mode  # type: ignore[assignment]
+    model = PopulationModel(availability=AvailabilityModel(mode=availability), days=days)  # type: ignore[arg-type]
     try:
         metrics, _ = simulate(spec, policy, n, seed, config=SimConfig(mode=mode_, seed=seed),
-                              options=policy_options(option or []), model=PopulationModel(days=days))
+                              options=policy_options(option or []), model=model)
     except (UnknownPolicyError, PolicyOptionError) as error:
         console.print(f"[red]{error}[/]")
         raise typer.Exit(2) from None
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{spec.name}-{policy}-{mode}-{n}-s{seed}"
+    stem = f"{spec.name}-{policy}-{mode}-{n}-s{seed}" + ("-always" if availability == "always" else "")
     (out / f"{stem}.json").write_text(json.dumps(metrics.to_dict(), indent=2))
     try:
         from propius.simulator.plots import plot_run  # matplotlib: the `sim` extra, not the core
