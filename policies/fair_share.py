@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from policies.base import JobView, Policy, SchedulingContext
+from policies.options import Fraction, Positive
 
 __all__ = ["FairSharePolicy", "TenantShare", "tenant_shares"]
 
@@ -58,7 +59,7 @@ class FairSharePolicy(Policy):
     name: ClassVar[str] = "fair-share"
 
     def __init__(
-        self, weights: Mapping[str, float] | None = None, caps: Mapping[str, float] | None = None,
+        self, weights: Mapping[str, Positive] | None = None, caps: Mapping[str, Fraction] | None = None,
         borrowing: bool = True,
     ) -> None:
         self.weights = dict(weights or {})

@@ -85,10 +85,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import ClassVar
+from typing import Annotated, ClassVar
+
+from pydantic import Field
 
 from policies.base import ClientEstimate, JobView, SchedulingContext
 from policies.irs import IrsPolicy
+from policies.options import Fraction, NonNegative, Positive
 from propius.specs import AttributeValue
 
 __all__ = ["PropiusPolicy", "admitted"]
@@ -111,13 +114,14 @@ class PropiusPolicy(IrsPolicy):
     name: ClassVar[str] = "propius"
 
     def __init__(
-        self, merge: bool = True, speed_tiers: bool = True, admission: bool = False, admission_load: float = 1.0,
+        self, merge: bool = True, speed_tiers: bool = True, admission: bool = False, admission_load: Positive = 1.0,
         deadline_aware: bool = True, availability_aware: bool = True, adaptive_over_selection: bool = False,
-        margin_z: float = 1.0, aging_tau_s: float = 0.0, fill_first: bool = False,
-        scarce_first: bool = False, doom_guard: bool = True, doom_min_s: float = 60.0,
-        straggler_guard: bool = True, straggler_slack: float = 0.2, tier_fit: bool = True, task_tiers: bool = True,
+        margin_z: NonNegative = 1.0, aging_tau_s: NonNegative = 0.0, fill_first: bool = False,
+        scarce_first: bool = False, doom_guard: bool = True, doom_min_s: NonNegative = 60.0,
+        straggler_guard: bool = True, straggler_slack: Annotated[float, Field(gt=-1.0)] = 0.2,
+        tier_fit: bool = True, task_tiers: bool = True,
         longest_first: bool = False, fastest_wake: bool = True, wait_for_faster: bool = False,
-        hold_for_tight: bool = False, tight_fraction: float = 0.75, hold_slack: float = 0.5,
+        hold_for_tight: bool = False, tight_fraction: Fraction = 0.75, hold_slack: NonNegative = 0.5,
     ) -> None:
         super().__init__(merge=merge, speed_tiers=speed_tiers)
         self.admission = admission

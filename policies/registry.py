@@ -8,17 +8,22 @@ subclass, declared in its own package's ``pyproject.toml``::
 
 Once that package is installed, ``PROPIUS_POLICY=my-policy`` selects it, and
 ``PROPIUS_POLICY_OPTIONS='{"key": value}'`` (or ``propius up --policy-option key=value``) sets its
-constructor's options.
+constructor's options. They are validated against the constructor's annotations (pydantic, lax mode,
+so ``false`` / ``False`` / ``off`` are False and ``"1.5"`` is 1.5; an ``Annotated[float, Field(ge=0)]``
+sets a range): an operator's ``speed_tiers=False`` must not arrive as the truthy string ``"False"``.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Iterable
+import typing
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from policies.base import Policy
 
@@ -29,6 +34,7 @@ __all__ = [
     "available_policies",
     "load_policy",
     "parse_options",
+    "validated_options",
 ]
 
 ENTRY_POINT_GROUP = "propius.policies"
@@ -47,7 +53,8 @@ class UnknownPolicyError(KeyError):
 
 
 class PolicyOptionError(ValueError):
-    """The policy's constructor does not take these options (a misspelt or unknown key)."""
+    """The policy's constructor does not take these options: an unknown key, or a value of the wrong
+    type or out of its range."""
 
 
 @cache
@@ -66,15 +73,31 @@ def available_policies() -> dict[str, type[Policy]]:
 
 
 def load_policy(name: str, **options: Any) -> Policy:
-    """Instantiate the policy registered as ``name``, passing ``options`` to its constructor."""
+    """Instantiate the policy registered as ``name``, passing ``options``, validated, to its constructor."""
     policies = available_policies()
     if name not in policies:
         raise UnknownPolicyError(name, policies)
+    return policies[name](**validated_options(name, policies[name], options))
+
+
+def validated_options(name: str, policy: type[Policy], options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` checked and coerced against ``policy``'s constructor; PolicyOptionError names the key."""
     try:
-        inspect.signature(policies[name]).bind(**options)
+        inspect.signature(policy).bind(**options)
     except TypeError as error:
         raise PolicyOptionError(f"policy {name!r}: {error}") from None
-    return policies[name](**options)
+    try:
+        hints = typing.get_type_hints(policy.__init__, include_extras=True)
+    except (NameError, TypeError):  # a plug-in annotating with names only imported for type checkers
+        hints = {}
+    validated: dict[str, Any] = {}
+    for key, value in options.items():
+        try:
+            validated[key] = TypeAdapter(hints.get(key, Any)).validate_python(value)
+        except ValidationError as error:
+            reason = "; ".join(item["msg"] for item in error.errors())
+            raise PolicyOptionError(f"policy {name!r}: option {key}={value!r}: {reason}") from None
+    return validated
 
 
 def parse_options(pairs: Iterable[str]) -> dict[str, Any]:

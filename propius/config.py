@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["DEFAULT_POLICY", "Settings"]
@@ -42,8 +42,9 @@ class Settings(BaseSettings):
     blob_ttl_s: float = Field(default=24 * 3600.0, gt=0)
 
     policy: str = Field(default=DEFAULT_POLICY, description="sharing policy: an entry point of propius.policies")
-    policy_options: dict[str, bool | int | float | str] = Field(
-        default_factory=dict, description="the policy's constructor options, e.g. {\"longest_first\": true}")
+    policy_options: dict[str, JsonValue] = Field(
+        default_factory=dict, description="the policy's constructor options, e.g. {\"longest_first\": true}; "
+                                          "validated by the policy (policies.registry.load_policy)")
 
     trace_max_rounds: int = Field(default=500, ge=0, description="rounds of each job kept in its trace")
     trace_max_ranks: int = Field(default=256, ge=1, description="cohort slots per round kept in the trace")

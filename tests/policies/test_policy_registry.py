@@ -22,6 +22,7 @@ from policies import (
     load_policy,
     parse_options,
 )
+from policies.registry import validated_options
 from propius.config import Settings
 
 PLUGIN = "propius_test_plugin_policy"
@@ -56,6 +57,41 @@ def test_options_reach_the_policy_and_a_misspelt_one_is_named(monkeypatch: pytes
     assert isinstance(policy, PropiusPolicy) and policy.longest_first and policy.straggler_slack == 0.5
     with pytest.raises(PolicyOptionError, match="'propius'.*longest_frist"):
         load_policy("propius", longest_frist=True)
+
+
+def test_option_values_are_checked_against_the_constructor_and_coerced(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Python-style and CLI-style spellings mean what they say; "False" is not a truthy string.
+    policy = load_policy("propius", **parse_options(["speed_tiers=False", "fastest_wake=off", "tight_fraction=0.6"]))
+    assert isinstance(policy, PropiusPolicy)
+    assert policy.speed_tiers is False and policy.fastest_wake is False and policy.tight_fraction == 0.6
+    with pytest.raises(PolicyOptionError, match=r"'propius'.*wait_for_faster='maybe'.*boolean"):
+        load_policy("propius", wait_for_faster="maybe")
+    with pytest.raises(PolicyOptionError, match=r"tight_fraction=1.5.*less than or equal to 1"):
+        load_policy("propius", tight_fraction=1.5)
+    with pytest.raises(PolicyOptionError, match=r"hold_slack=-0.5.*greater than or equal to 0"):
+        load_policy("propius", hold_slack=-0.5)
+    assert load_policy("propius", straggler_slack=-0.1).straggler_slack == -0.1  # a tighter close is allowed
+    with pytest.raises(PolicyOptionError, match=r"caps=\{'alice': 2\}"):
+        load_policy("fair-share", caps={"alice": 2})
+    # Nested options travel through the settings too (fair share's per-tenant weights).
+    monkeypatch.setenv("PROPIUS_POLICY", "fair-share")
+    monkeypatch.setenv("PROPIUS_POLICY_OPTIONS", '{"weights": {"alice": "2"}, "borrowing": "false"}')
+    settings = Settings()
+    fair = load_policy(settings.policy, **settings.policy_options)
+    assert fair.weights == {"alice": 2.0} and fair.borrowing is False  # type: ignore[attr-defined]
+
+
+class _ForwardHinted(FifoPolicy):
+    """A plug-in annotating with a name only its type checker imports: its options pass unchecked."""
+
+    def __init__(self, clock: Clock | None = None) -> None:  # noqa: F821
+        self.clock = clock
+
+
+def test_options_of_a_plugin_with_unresolvable_annotations_pass_as_given() -> None:
+    assert validated_options("forward", _ForwardHinted, {"clock": 3}) == {"clock": 3}
+    with pytest.raises(PolicyOptionError, match="unexpected keyword argument 'tick'"):
+        validated_options("forward", _ForwardHinted, {"tick": 3})
 
 
 @pytest.fixture
