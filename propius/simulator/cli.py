@@ -40,11 +40,11 @@ def policy_options(pairs: list[str]) -> dict[str, object]:
 def simulate_command(
     workload: Annotated[str, typer.Argument(help="workload YAML, or a packaged one: policy-20jobs, utilization-5jobs")],
     policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = "propius",
-    clients: Annotated[int | None, typer.Option(help="client count; default: the workload's first")] = None,
-    seed: int = 0,
+    clients: Annotated[int | None, typer.Option(min=1, help="client count; default: the workload's first")] = None,
+    seed: Annotated[int, typer.Option(min=0)] = 0,
     mode: Annotated[str, typer.Option(help="central | static | client-random")] = "central",
     option: Annotated[list[str] | None, typer.Option(help="policy option key=value (repeatable)")] = None,
-    days: Annotated[int, typer.Option(help="simulated days of client traces (the horizon)")] = 4,
+    days: Annotated[int, typer.Option(min=1, help="simulated days of client traces (the horizon)")] = 4,
     availability: Annotated[str, typer.Option(
         help="diurnal: seeded on/off sessions; always: every client online throughout (the utilization "
              "experiment's setting)")] = "diurnal",
@@ -60,7 +60,7 @@ def simulate_command(
     except (SpecError, OSError) as error:
         console.print(f"[red]invalid workload[/] {workload}: {error}")
         raise typer.Exit(2) from None
-    n = clients or spec.client_counts[0]
+    n = spec.client_counts[0] if clients is None else clients
     mode_: Mode = mode  # type: ignore[assignment]
     model = PopulationModel(availability=AvailabilityModel(mode=availability), days=days)  # type: ignore[arg-type]
     try:

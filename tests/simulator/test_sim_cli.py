@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -37,11 +38,19 @@ def test_the_cli_reproduces_a_run_on_always_available_clients(tiny: Workload, tm
     assert written["makespan_s"] != diurnal.makespan_s  # the option did change the clients' traces
 
 
-def test_the_cli_rejects_an_unknown_availability(tiny: Workload, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("arguments", "named"), [
+    (["--availability", "sometimes"], "unknown availability"),
+    (["--clients", "0"], "--clients"),  # not "the workload's default"
+    (["--clients", "-5"], "--clients"),
+    (["--days", "0"], "--days"),
+    (["--seed", "-1"], "--seed"),
+    (["--option", "speed_tiers=maybe"], "speed_tiers='maybe'"),
+])
+def test_the_cli_refuses_bad_arguments_by_name(tiny: Workload, tmp_path: Path, arguments: list[str],
+                                               named: str) -> None:
     workload = tmp_path / "tiny.yaml"
     workload.write_text(yaml.safe_dump(tiny.model_dump(mode="json")))
-    result = CliRunner().invoke(app, ["simulate", str(workload), "--availability", "sometimes",
-                                      "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(app, ["simulate", str(workload), *arguments, "--out", str(tmp_path / "out")])
     assert result.exit_code == 2
-    assert "unknown availability" in result.output
+    assert named in " ".join(result.output.split())  # rich wraps long lines
     assert not (tmp_path / "out").exists()
