@@ -9,9 +9,10 @@ targets and eligibility classes are computed exactly as in the live system.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
 from propius.specs import JobSpec, Requirements, SpecError, TaskConfig, describe_validation_error
 
@@ -52,9 +53,21 @@ class Workload(BaseModel):
 
     name: str
     description: str = ""
-    clients: int | list[int] = Field(description="client count(s) the workload is meant for")
+    clients: PositiveInt | Annotated[list[PositiveInt], Field(min_length=1)] = Field(
+        description="client count(s) the workload is meant for")
     time_model: dict[str, str] = Field(default_factory=dict, description="documentation only")
     jobs: list[WorkloadJob] = Field(min_length=1)
+
+    @field_validator("jobs")
+    @classmethod
+    def _names_are_unique(cls, jobs: list[WorkloadJob]) -> list[WorkloadJob]:
+        """A job's name is its id, in the simulator as in the control plane."""
+        seen: set[str] = set()
+        for job in jobs:
+            if job.name in seen:
+                raise ValueError(f"two jobs are named {job.name!r}")
+            seen.add(job.name)
+        return jobs
 
     @property
     def client_counts(self) -> list[int]:

@@ -1,0 +1,37 @@
+"""Workload files are validated before a run: what would silently mis-simulate is refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from propius.simulator import Workload
+from propius.simulator.workload import load_workload
+from propius.specs import SpecError
+
+
+def _written(tmp_path: Path, workload: dict) -> Path:
+    path = tmp_path / "workload.yaml"
+    path.write_text(yaml.safe_dump(workload))
+    return path
+
+
+def test_the_packaged_workloads_load_by_name() -> None:
+    assert [len(load_workload(name).jobs) for name in ("policy-20jobs", "utilization-5jobs")] == [20, 5]
+    assert load_workload("utilization-5jobs").client_counts == [1200, 1500, 1800]
+
+
+def test_two_jobs_with_one_name_are_refused(tiny: Workload, tmp_path: Path) -> None:
+    data = tiny.model_dump(mode="json")
+    data["jobs"][1]["name"] = data["jobs"][0]["name"]  # the simulator, like the control plane, keys jobs by name
+    with pytest.raises(SpecError, match="two jobs are named 'a'"):
+        load_workload(_written(tmp_path, data))
+
+
+@pytest.mark.parametrize("clients", [0, -3, [], [1200, 0]])
+def test_client_counts_must_be_positive(tiny: Workload, tmp_path: Path, clients: object) -> None:
+    data = {**tiny.model_dump(mode="json"), "clients": clients}
+    with pytest.raises(SpecError, match="clients"):
+        load_workload(_written(tmp_path, data))
