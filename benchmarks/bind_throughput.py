@@ -13,7 +13,7 @@ Reports binds/s (first check-in to last accept), p50/p99 latency of check-in and
 milliseconds per bind of the control plane, the load processes and Redis (what a bind costs, whatever
 else the machine is doing), for each run and as medians over ``--repeat`` runs; writes JSON.
 
-    python benchmarks/bind_throughput.py --clients 1000 10000 --load-procs 2 --concurrency 64 \
+    python benchmarks/bind_throughput.py --clients 1000 10000 --load-procs 2 --concurrency 64 \\
         --transport mux unary --repeat 3
 """
 

@@ -14,7 +14,7 @@ run is a child process (``--run-one TASK_JSON``, JSON out on stdout), ``--worker
 Writes ``results/policies.json`` and ``results/policies.md``
 (the tables) and ``results/policies-jct.png``; prints the tables and the checks.
 
-    python benchmarks/policies.py                    # the full set (about 25 min on 2 cores)
+    python benchmarks/policies.py                    # the full set: 150 runs, tens of minutes
     python benchmarks/policies.py --seeds 0 --no-ablations --no-utilization   # one seed, exp. 1
     python benchmarks/policies.py --breakdown irs --seeds 0   # where each job's JCT goes, one run
     python benchmarks/policies.py --update --no-jct --no-ablations   # re-run only exp. 2, merged into the JSON

@@ -1,4 +1,4 @@
-"""Clairvoyant bounds for utilization-5jobs: can any scheduler reach the issue's utilization target?
+"""Clairvoyant bounds for utilization-5jobs: could any scheduler reach the utilization targets?
 
     python benchmarks/utilization_bound.py [--clients 1500 ...] [--seeds 0 ...] [--makespans 7000 7904]
         [--no-lp] [--out FILE]
@@ -15,7 +15,7 @@ the synchronisation of concurrent rounds (work is only summed per client, not pl
 Variables: x[j, k] rounds of job j lasting between tau_k and tau_k+1, and y[j, k, g] results of those
 rounds from client group g (same eligibility, task time within one ``--step``; the group's fastest
 time is used for capacity, its slowest for useful work, so grouping only loosens the bound).
-Needs scipy (HiGHS); the dev install has it. About 10 min for 1,500 clients on 2 cores.
+Needs scipy (HiGHS); the dev install has it. The LP takes minutes, the lockstep plans seconds.
 
 Beside the bound, a reference point from the other side: the shortest *lockstep plan*, a clairvoyant
 schedule that is actually realisable in the simulator's model. Every job opens its round at the same
@@ -30,7 +30,7 @@ least until its ``demand``-th fastest eligible client could deliver), a makespan
 and the binds the successful rounds can make (at most the target, and at most the eligible clients,
 per round); their ratio bounds binds/s for any schedule whose rounds do not fail.
 
-    python benchmarks/utilization_bound.py --clients 1200 1500 1800 --seeds 0 1 2 --no-lp \
+    python benchmarks/utilization_bound.py --clients 1200 1500 1800 --seeds 0 1 2 --no-lp \\
         --out benchmarks/results/lockstep_plans.json
 """
 

@@ -7,7 +7,6 @@ uploads must reach the shard that opened it, see :mod:`control_plane.rounds`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import logging
@@ -20,7 +19,7 @@ from control_plane.client_service import ClientService
 from control_plane.data_service import DataService
 from control_plane.events import EventBus
 from control_plane.hot_state import HotState
-from control_plane.job_service import JobService
+from control_plane.job_service import JobService, TraceExporter
 from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
 from control_plane.metrics import Metrics
@@ -32,7 +31,7 @@ from policies import load_policy
 from propius.config import Settings
 from propius.proto import propius_pb2_grpc as pb_grpc
 
-__all__ = ["ControlPlane", "grpc_options"]
+__all__ = ["ControlPlane", "TraceExporter", "grpc_options"]
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +53,16 @@ def _freeze_startup_heap() -> None:
 
 
 class ControlPlane:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, trace_exporter: TraceExporter | None = None) -> None:
+        """``trace_exporter`` writes completed jobs' traces: every job's where ``settings.trace_export_dir`` is
+        set, else those whose CompleteJob asks for it (``propius up`` passes
+        :func:`propius.trace.export.data_point_exporter`); None: no job is exported."""
         if not settings.redis_url:
             raise ValueError("ControlPlane needs a redis_url; `propius up` starts an embedded one")
+        if settings.trace_export_dir is not None and trace_exporter is None:
+            log.warning("trace_export_dir is set but the control plane has no trace exporter: no job is exported")
         self.settings = settings
+        self.trace_exporter = trace_exporter
         # Blocking pools: under a burst, requests queue for a connection instead of failing.
         self.redis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
             settings.redis_url, decode_responses=True, max_connections=settings.redis_connections, timeout=30))
@@ -73,8 +78,8 @@ class ControlPlane:
         self.journal = Journal(self.store)
         self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs,
                                    self.metrics)
-        self.view = SchedulerView(self.hot, self.jobs, load_policy(settings.policy, **settings.policy_options))
-        self.bus.add_listener(self.view.on_event)  # before the binder's: woken clients must see the new state
+        policy = load_policy(settings.policy, **settings.policy_options)
+        self.view = SchedulerView(self.hot, self.jobs, policy, settings)  # fed events by the binder
         self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus, self.metrics)
         self.scheduler = Scheduler(settings, self.view, self.jobs)
         for task in (self.view.refresh_states, self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush):
@@ -99,8 +104,8 @@ class ControlPlane:
         services = (
             (pb_grpc.add_JobServiceServicer_to_server,
              JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.blob_ttl_s,
-                        store=self.store, trace_dir=self.settings.trace_export_dir or self.settings.data_dir / "traces",
-                        export_every_job=self.settings.trace_export_dir is not None, policy=self.settings.policy)),
+                        store=self.store, exporter=self.trace_exporter,
+                        export_every_job=self.settings.trace_export_dir is not None)),
             (pb_grpc.add_ClientServiceServicer_to_server,
              ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store)),
             (pb_grpc.add_DataServiceServicer_to_server,
@@ -137,7 +142,3 @@ class ControlPlane:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-    async def serve_forever(self, stop: asyncio.Event) -> None:
-        async with self:
-            await stop.wait()

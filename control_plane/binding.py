@@ -9,26 +9,45 @@ slot and wakes waiting clients to refill the round before its deadline.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from control_plane.errors import InvalidArgument, NotFound, PermissionDenied
 from control_plane.events import Event, EventBus
-from control_plane.hot_state import BindOutcome, HotState, RoundState
-from control_plane.jobs import ActiveJob, JobRegistry
+from control_plane.hot_state import BindOutcome, HotState
+from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
-from control_plane.matching import offer_candidates
 from control_plane.metrics import Metrics
-from control_plane.scheduler import SchedulerView
+from control_plane.scheduling.rounds import retry_delay
+from control_plane.scheduling.state import ActiveJob, RoundState
 from control_plane.waiters import WaitQueue
+from policies import JobView
 from propius.config import Settings
 from propius.specs import AttributeValue, ClientProfile
 
-__all__ = ["Binder", "CheckInResult", "Offer"]
+__all__ = ["Binder", "CheckInResult", "Offer", "OfferSource"]
+
+
+class OfferSource(Protocol):
+    """What the binder needs of the scheduler (:class:`control_plane.scheduler.SchedulerView`)."""
+
+    def on_event(self, event: Event) -> None:
+        """Fold an event in; called before the binder wakes anyone for it."""
+
+    def checked_in(self, client_id: str, now: float) -> None:
+        """A client checked in (its sessions feed the policies' availability estimates)."""
+
+    def offers_for(
+        self, client_id: str, attributes: dict[str, AttributeValue], max_offers: int,
+    ) -> list[tuple[JobView, RoundState]]:
+        """The open rounds to offer the client, best first, with their states."""
+
+    def wake_key(self, job_id: str) -> Callable[[str], float] | None:
+        """The order in which to wake waiting clients for the job's round (lowest first); None: oldest first."""
 
 
 @dataclass(frozen=True)
@@ -63,19 +82,20 @@ def parse_offer_id(offer_id: str) -> tuple[str, int, int]:
 
 class Binder:
     def __init__(
-        self, settings: Settings, hot: HotState, jobs: JobRegistry, view: SchedulerView, journal: Journal,
+        self, settings: Settings, hot: HotState, jobs: JobRegistry, scheduler: OfferSource, journal: Journal,
         bus: EventBus, metrics: Metrics,
     ) -> None:
         self._settings = settings
         self._hot = hot
         self._jobs = jobs
-        self._view = view
+        self._scheduler = scheduler
         self._journal = journal
         self._bus = bus
         self._metrics = metrics
         self.waiting = WaitQueue()
         self._background: set[asyncio.Task[None]] = set()
         metrics.waiting.set_function(lambda: len(self.waiting))
+        self._rng = random.Random()
         bus.add_listener(self._on_event)
 
     # ---------------------------------------------------------------- check-in
@@ -85,7 +105,7 @@ class Binder:
             profile = profile.model_copy(update={"client_id": uuid.uuid4().hex})
         max_offers = min(max_offers or self._settings.max_offers, self._settings.max_offers)
         attributes = profile.attributes()
-        self._view.observations.checked_in(profile.client_id, time.time(), self._settings.client_ttl_s)
+        self._scheduler.checked_in(profile.client_id, time.time())
         offers = self._offers(profile.client_id, attributes, max_offers)
         wait_s = min(max(wait_s, 0.0), self._settings.max_wait_s)
         deadline = time.monotonic() + wait_s
@@ -102,24 +122,18 @@ class Binder:
         return CheckInResult(profile.client_id, token, offers, retry_after)
 
     def _offers(self, client_id: str, attributes: dict[str, AttributeValue], max_offers: int) -> list[Offer]:
-        snap = self._view.snapshot()
-        ctx = dataclasses.replace(snap.ctx, client=self._view.observations.estimate(client_id))
-        chosen = offer_candidates(attributes, snap.views, self._view.policy, ctx, max_offers,
-                                  joined=lambda view: self._view.bound_to(view.job_id, client_id))
         expires = time.time() + self._settings.offer_ttl_s
         nonce = uuid.uuid4().hex
         offers = []
-        for view in chosen:
+        for view, state in self._scheduler.offers_for(client_id, attributes, max_offers):
             job = self._jobs.cached(view.job_id)
             if job is not None:
-                state = snap.states[view.job_id]
                 offers.append(Offer(make_offer_id(job.job_id, state.round, state.attempt, nonce), job, state, expires))
         return offers
 
     def _retry_after(self) -> float:
-        """Jittered, so that clients that found nothing do not come back in lock-step."""
         base = self._settings.max_wait_s if self._jobs.active() else 2 * self._settings.max_wait_s
-        return round(base * random.uniform(0.5, 1.0), 3)
+        return retry_delay(base, self._rng)
 
     # ---------------------------------------------------------------- binding
 
@@ -183,11 +197,12 @@ class Binder:
         return dropped
 
     def _on_event(self, event: Event) -> None:
+        self._scheduler.on_event(event)  # first: a client woken for this event must see what it changed
         if event.slots <= 0 or not self.waiting:  # nobody to wake: skip the wake order too
             return
         job = self._jobs.cached(event.job_id)
         if job is not None:
-            self.waiting.wake(job.spec.requirements.public, event.slots, self._wake_key(event.job_id))
+            self.waiting.wake(job.spec.requirements.public, event.slots, self._scheduler.wake_key(event.job_id))
         else:  # a job registered on another shard: learn it from the store, then wake
             task = asyncio.create_task(self._learn_and_wake(event))
             self._background.add(task)
@@ -198,13 +213,4 @@ class Binder:
             job = await self._jobs.get(event.job_id)
         except NotFound:
             return
-        self.waiting.wake(job.spec.requirements.public, event.slots, self._wake_key(event.job_id))
-
-    def _wake_key(self, job_id: str) -> Callable[[str], float] | None:
-        """The policy's wake order for the job's open round, over client ids; None: oldest first."""
-        view = next((view for view in self._view.snapshot().views if view.job_id == job_id), None)
-        score = None if view is None else self._view.policy.wake_key(view)
-        if score is None:
-            return None
-        estimate = self._view.observations.estimate
-        return lambda client_id: score(estimate(client_id))
+        self.waiting.wake(job.spec.requirements.public, event.slots, self._scheduler.wake_key(event.job_id))

@@ -7,8 +7,7 @@ import math
 from pydantic import ValidationError
 
 from control_plane.errors import InvalidArgument
-from control_plane.hot_state import RoundState
-from control_plane.jobs import ActiveJob
+from control_plane.scheduling.state import ActiveJob, RoundState
 from propius.proto import propius_pb2 as pb
 from propius.specs import ClientProfile, describe_validation_error
 

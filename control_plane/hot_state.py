@@ -17,63 +17,17 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from control_plane.events import Event
 from control_plane.redis_pipe import RedisPipe
+from control_plane.scheduling.state import ROUND_FIELDS, RoundState
 from propius.keys import client_key, global_key, job_key
 from propius.specs import ClientProfile
 
-__all__ = ["BindOutcome", "HotState", "RoundState", "token_hash"]
+__all__ = ["BindOutcome", "HotState", "token_hash"]
 
 
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class RoundState:
-    """The live view of a job's current round, as stored in its Redis hash."""
-
-    job_id: str
-    round: int
-    attempt: int
-    state: str  # open | closed | failed
-    demand: int
-    target: int
-    min_results: int
-    bound: int
-    results: int
-    started_at: float
-    deadline_at: float
-    closed_at: float
-    model_digest: str
-    aggregate_digest: str
-
-    def to_hash(self) -> dict[str, str]:
-        return {name: str(getattr(self, name)) for name in _ROUND_FIELDS}
-
-    @property
-    def open_slots(self) -> int:
-        return max(0, self.target - self.bound) if self.state == "open" else 0
-
-    @classmethod
-    def from_hash(cls, job_id: str, data: dict[str, str]) -> RoundState | None:
-        if not data:
-            return None
-        return cls(
-            job_id=job_id,
-            round=int(data["round"]),
-            attempt=int(data["attempt"]),
-            state=data["state"],
-            demand=int(data["demand"]),
-            target=int(data["target"]),
-            min_results=int(data["min_results"]),
-            bound=int(data.get("bound", 0)),
-            results=int(data.get("results", 0)),
-            started_at=float(data["started_at"]),
-            deadline_at=float(data["deadline_at"]),
-            closed_at=float(data.get("closed_at", 0)),
-            model_digest=data.get("model_digest", ""),
-            aggregate_digest=data.get("aggregate_digest", ""),
-        )
 
 
 @dataclass(frozen=True)
@@ -84,14 +38,11 @@ class BindOutcome:
     model_digest: str = ""
 
 
-_ROUND_FIELDS = [
-    "round", "attempt", "state", "demand", "target", "min_results", "bound", "results",
-    "started_at", "deadline_at", "closed_at", "model_digest", "aggregate_digest",
-]
 
 # One round trip per Accept: check the offer (made to this client, in this session), bind atomically and
 # publish the event with the new bound count. KEYS: round hash, offer, members, leases.
-# ARGV: client, round, attempt, now, lease_s, session hash, events channel, job id, keep_ms (TTL of the sets)
+# ARGV: client, round, attempt, now, lease_s, session hash, events channel, the event (JSON, without its
+# bound count), keep_ms (TTL of the sets)
 # An offer is one string key with a TTL: the JSON array [client, round, attempt, session hash].
 _BIND = """
 local raw = redis.call('GET', KEYS[2])
@@ -111,8 +62,9 @@ local bound = redis.call('HINCRBY', KEYS[1], 'bound', 1)
 redis.call('ZADD', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[5]), ARGV[1])
 redis.call('PEXPIRE', KEYS[4], ARGV[9])
 redis.call('DEL', KEYS[2])
-redis.call('PUBLISH', ARGV[7], cjson.encode({kind = 'client_bound', job_id = ARGV[8], round = tonumber(ARGV[2]),
-  attempt = tonumber(ARGV[3]), client_id = ARGV[1], bound = bound, at = tonumber(ARGV[4])}))
+local event = cjson.decode(ARGV[8])
+event['bound'] = bound
+redis.call('PUBLISH', ARGV[7], cjson.encode(event))
 return {1, 'bound', r[6], r[7]}
 """
 
@@ -199,21 +151,13 @@ class HotState:
 
     # ---------------------------------------------------------------- rounds
 
-    async def open_round(
-        self, job_id: str, *, round_: int, attempt: int, demand: int, target: int, min_results: int,
-        started_at: float, deadline_at: float, model_digest: str = "",
-    ) -> RoundState:
-        fields: dict[str, Any] = {
-            "round": round_, "attempt": attempt, "state": "open", "demand": demand, "target": target,
-            "min_results": min_results, "bound": 0, "results": 0, "started_at": started_at,
-            "deadline_at": deadline_at, "closed_at": 0, "model_digest": model_digest, "aggregate_digest": "",
-        }
-        key = self._round_key(job_id)
+    async def open_round(self, state: RoundState) -> None:
+        """Store ``state`` as the job's current round, replacing the previous one."""
+        key = self._round_key(state.job_id)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(key)
-            pipe.hset(key, mapping=fields)
+            pipe.hset(key, mapping=state.to_hash())
             await pipe.execute()
-        return RoundState.from_hash(job_id, {k: str(v) for k, v in fields.items()})  # type: ignore[return-value]
 
     async def round(self, job_id: str) -> RoundState | None:
         return RoundState.from_hash(job_id, await self.redis.hgetall(self._round_key(job_id)))
@@ -222,13 +166,13 @@ class HotState:
         """Current rounds of many jobs in one round trip."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for job_id in job_ids:
-                pipe.hmget(self._round_key(job_id), _ROUND_FIELDS)
+                pipe.hmget(self._round_key(job_id), ROUND_FIELDS)
             rows = await pipe.execute()
         result = {}
         for job_id, values in zip(job_ids, rows, strict=True):
             if values[0] is None:
                 continue
-            data = {k: v for k, v in zip(_ROUND_FIELDS, values, strict=True) if v is not None}
+            data = {k: v for k, v in zip(ROUND_FIELDS, values, strict=True) if v is not None}
             state = RoundState.from_hash(job_id, data)
             if state is not None:
                 result[job_id] = state
@@ -284,7 +228,9 @@ class HotState:
             self._round_key(job_id), self._offer_key(job_id, offer_id),
             self._members_key(job_id, round_, attempt), self._leases_key(job_id, round_, attempt),
         ]
-        args = [client_id, round_, attempt, time.time(), lease_s, token_hash(token), self.events_channel, job_id,
+        now = time.time()
+        event = Event("client_bound", job_id, round_, attempt, client_id, at=now)
+        args = [client_id, round_, attempt, now, lease_s, token_hash(token), self.events_channel, event.to_json(),
                 self._keep_ms]
         if self._pipe is not None:
             reply = await self._pipe.evalsha(self._bind_sha, keys, args)
@@ -392,9 +338,6 @@ class HotState:
         ]
 
     # ---------------------------------------------------------------- events and cleanup
-
-    async def publish(self, kind: str, job_id: str, **fields: Any) -> None:
-        await self.redis.publish(self.events_channel, json.dumps({"kind": kind, "job_id": job_id, **fields}))
 
     async def expire_job(self, job_id: str, ttl_s: float) -> None:
         """A finished job's keys go away after ``ttl_s`` (results stay readable until then)."""

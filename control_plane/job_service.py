@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import grpc
@@ -20,9 +21,16 @@ from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
 
-__all__ = ["JobService"]
+__all__ = ["JobService", "TraceExporter"]
+
+log = logging.getLogger(__name__)
 
 _MAX_SPEC_BYTES = 256 * 1024
+
+TraceExporter = Callable[[Store, str], Awaitable[Path | None]]
+"""Writes a completed job's trace, read from the durable store, out of the control plane (e.g. as a CCL-Bench
+data point, :func:`propius.trace.export.data_point_exporter`); returns where it went, or None when nothing was written.
+Called from CompleteJob after the journal is flushed: a job that cannot be exported is logged, never raised."""
 
 
 def _require_id(value: str, field: str = "job_id") -> str:
@@ -34,8 +42,10 @@ def _require_id(value: str, field: str = "job_id") -> str:
 class JobService(pb_grpc.JobServiceServicer):
     def __init__(
         self, jobs: JobRegistry, rounds: RoundManager, hot: HotState, bus: EventBus, journal: Journal,
-        finished_ttl_s: float, *, store: Store, trace_dir: Path, export_every_job: bool, policy: str,
+        finished_ttl_s: float, *, store: Store, exporter: TraceExporter | None = None, export_every_job: bool = False,
     ) -> None:
+        """``exporter``: writes a completed job's trace where ``export_every_job`` or the CompleteJob request
+        asks for it; None: such requests are answered without a trace (``JobInfo.trace_dir`` empty)."""
         self._jobs = jobs
         self._rounds = rounds
         self._hot = hot
@@ -43,9 +53,8 @@ class JobService(pb_grpc.JobServiceServicer):
         self._journal = journal
         self._finished_ttl_s = finished_ttl_s
         self._store = store
-        self._trace_dir = trace_dir
+        self._exporter = exporter
         self._export_every_job = export_every_job
-        self._policy = policy
 
     @rpc_errors
     async def RegisterJob(self, request: pb.RegisterJobRequest, context: grpc.aio.ServicerContext):
@@ -89,11 +98,16 @@ class JobService(pb_grpc.JobServiceServicer):
         return job_info(job, await self._hot.round(job.job_id))
 
     async def _export_trace(self, job_id: str) -> Path | None:
-        """Write the completed job's CCL-Bench data point; a failed export is logged, never the RPC's error."""
-        from propius.trace.export import try_export_job
-
+        """Export the completed job's trace; a failed export is logged, never the RPC's error."""
+        if self._exporter is None:
+            log.info("trace export of job %s skipped: this control plane has no trace exporter", job_id)
+            return None
         await self._journal.flush()  # the last round's spans are still write-behind
-        return await asyncio.to_thread(try_export_job, self._store, job_id, self._trace_dir, policy=self._policy)
+        try:
+            return await self._exporter(self._store, job_id)
+        except Exception:
+            log.exception("trace export of job %s failed", job_id)
+            return None
 
     @rpc_errors
     async def CompleteJob(self, request: pb.JobRef, context: grpc.aio.ServicerContext):

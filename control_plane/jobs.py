@@ -6,61 +6,26 @@ import asyncio
 import secrets
 import time
 import uuid
-from dataclasses import dataclass, replace
-from functools import cached_property
+from dataclasses import replace
 
 from control_plane.errors import Conflict, NotFound, PermissionDenied
 from control_plane.hot_state import token_hash
+from control_plane.scheduling.state import FINISHED, ActiveJob
 from control_plane.store import JobRecord, Store
 from propius.specs import JobSpec
 
-__all__ = ["ActiveJob", "JobRegistry"]
+__all__ = ["JobRegistry", "active_job"]
 
-FINISHED = frozenset({"completed", "cancelled"})
-
-
-@dataclass(frozen=True)
-class ActiveJob:
-    job_id: str
-    spec: JobSpec
-    token_hash: str
-    registered_at: float
-    state: str
-    rounds_done: int
-    finished_at: float | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.state in FINISHED
-
-    # Serialized once per job, not once per check-in: these go into every offer and every policy view.
-    @cached_property
-    def eligibility_key(self) -> str:
-        return self.spec.requirements.eligibility_key()
-
-    @cached_property
-    def private_json(self) -> str:
-        return self.spec.requirements.private.to_json()
-
-    @cached_property
-    def task_json(self) -> str:
-        return self.spec.task.model_dump_json()
-
-    @cached_property
-    def spec_json(self) -> str:
-        return self.spec.to_json()
-
-    @classmethod
-    def from_record(cls, record: JobRecord) -> ActiveJob:
-        return cls(
-            job_id=record.job_id,
-            spec=JobSpec.parse(record.spec_json),
-            token_hash=record.token_hash,
-            registered_at=record.created_at,
-            state=record.state,
-            rounds_done=record.rounds_done,
-            finished_at=record.finished_at,
-        )
+def active_job(record: JobRecord) -> ActiveJob:
+    return ActiveJob(
+        job_id=record.job_id,
+        spec=JobSpec.parse(record.spec_json),
+        token_hash=record.token_hash,
+        registered_at=record.created_at,
+        state=record.state,
+        rounds_done=record.rounds_done,
+        finished_at=record.finished_at,
+    )
 
 
 _PROGRESS = {"registered": 0, "running": 1, "completed": 2, "cancelled": 2}
@@ -92,7 +57,7 @@ class JobRegistry:
     async def refresh(self) -> None:
         records = await asyncio.to_thread(self._store.list_jobs, False)
         for record in records:
-            fresh = ActiveJob.from_record(record)
+            fresh = active_job(record)
             cached = self._jobs.get(record.job_id)
             self._jobs[record.job_id] = fresh if cached is None else _later(cached, fresh)
 
@@ -102,7 +67,7 @@ class JobRegistry:
         record = await asyncio.to_thread(
             self._store.create_job, job_id, spec.name, spec.owner, spec.to_json(), token_hash(token), time.time()
         )
-        job = ActiveJob.from_record(record)
+        job = active_job(record)
         self._jobs[job_id] = job
         return job, token
 
@@ -112,7 +77,7 @@ class JobRegistry:
             record = await asyncio.to_thread(self._store.get_job, job_id)
             if record is None:
                 raise NotFound(f"job {job_id!r} not found")
-            job = ActiveJob.from_record(record)
+            job = active_job(record)
             self._jobs[job_id] = job
         return job
 
@@ -149,4 +114,4 @@ class JobRegistry:
 
     async def list(self, include_finished: bool) -> list[ActiveJob]:
         records = await asyncio.to_thread(self._store.list_jobs, include_finished)
-        return [self._jobs.get(r.job_id) or ActiveJob.from_record(r) for r in records]
+        return [self._jobs.get(r.job_id) or active_job(r) for r in records]

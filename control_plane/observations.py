@@ -6,8 +6,10 @@ of the checking-in client, the speed-tier bounds, and per job its task shape, re
 and expected results. The simulator feeds them from its own clock; here they are learned from the
 job events (:mod:`control_plane.events`), which every shard receives, so every shard learns the same
 (check-in sessions excepted: a shard sees the check-ins of its own clients, which are the ones it
-ranks). The bookkeeping is the simulator's: :class:`~policies.history.ClientHistory` and
-:class:`~policies.round_timings.RoundTimings`. Kept in memory, and a client not heard of for
+ranks). The bookkeeping is the simulator's, from :mod:`control_plane.scheduling`: one
+:class:`~control_plane.scheduling.attempts.Attempt` per open round, a
+:class:`~control_plane.scheduling.history.ClientHistory` and per job a
+:class:`~control_plane.scheduling.round_timings.RoundTimings`. Kept in memory, and a client not heard of for
 ``KEEP_S`` is forgotten; after a restart the estimates start empty and the policies fall back to their
 plain order until the first rounds are observed.
 
@@ -22,34 +24,19 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Container, Sequence
-from dataclasses import dataclass, field
 
 from control_plane.events import Event
-from control_plane.hot_state import RoundState
 from control_plane.jobs import JobRegistry
+from control_plane.scheduling.attempts import Attempt
+from control_plane.scheduling.fastest_fill import estimate_fastest_fill
+from control_plane.scheduling.history import ClientHistory
+from control_plane.scheduling.round_timings import RoundTimings
+from control_plane.scheduling.state import RoundState
 from policies import ClientEstimate, JobView
-from policies.fastest_fill import fastest_fill_at
-from policies.history import ClientHistory
-from policies.round_timings import RoundTimings
 
 __all__ = ["KEEP_S", "LiveObservations"]
 
 KEEP_S = 7 * 24 * 3600.0  # what was learned of a client outlives its sessions, not its absence for a week
-
-
-@dataclass(slots=True)
-class _Attempt:
-    """One open round attempt as the events told it."""
-
-    round: int
-    attempt: int
-    opened_at: float
-    demand: int
-    published_at: float | None = None
-    filled_at: float | None = None  # when the demand-th client bound
-    members: dict[str, tuple[float, float]] = field(default_factory=dict)  # working client -> (bound at, reliability)
-    joined: set[str] = field(default_factory=set)  # every client bound in this attempt
-    expected: float = 0.0  # results + the members' reliabilities
 
 
 class LiveObservations:
@@ -57,7 +44,7 @@ class LiveObservations:
         self.history = ClientHistory()
         self._jobs = jobs
         self._tiers = speed_tiers
-        self._attempts: dict[str, _Attempt] = {}
+        self._attempts: dict[str, Attempt] = {}
         self._timings: defaultdict[str, RoundTimings] = defaultdict(RoundTimings)
         self._model_kbit: dict[str, float] = {}
         self._heard: dict[str, float] = {}  # last check-in or event naming the client
@@ -73,7 +60,7 @@ class LiveObservations:
 
     def annotate(self, view: JobView) -> JobView:
         """``view`` with what has been observed of its job (unchanged where nothing was)."""
-        known: dict[str, float] = {}
+        known: dict[str, float | None] = {}
         if (kbit := self._model_kbit.get(view.job_id)) is not None:
             known["model_size_kbit"] = kbit
             if (fast := self.history.fast_task_s(view.work_samples, kbit, self._tiers)) is not None:
@@ -81,40 +68,31 @@ class LiveObservations:
         timings = self._timings.get(view.job_id)
         if timings is not None and timings.recent_schedule_s is not None:
             known["recent_schedule_s"] = timings.recent_schedule_s
-            known["recent_response_s"] = timings.recent_response_s  # type: ignore[assignment]
-        attempt = self._attempts.get(view.job_id)
-        if attempt is not None and attempt.opened_at == view.opened_at:
+            known["recent_response_s"] = timings.recent_response_s
+        if (attempt := self._attempt_of(view)) is not None:
             known["expected_results"] = attempt.expected
         return dataclasses.replace(view, **known) if known else view
 
     def fastest_fill_at(
         self, head: JobView, views: Sequence[JobView], online: Container[str], now: float,
     ) -> float | None:
-        """``head.fastest_fill_at`` (:mod:`policies.fastest_fill`), as the simulator computes it: over the
-        clients that delivered to the job before (its private constraints admit them) and are not yet in
-        this attempt, working for a job of ``views`` (annotated, for their task shapes) or idle and
-        ``online``; plus the attempt's working clients."""
-        attempt = self._attempts.get(head.job_id)
-        if attempt is None or attempt.opened_at != head.opened_at:
+        """``head.fastest_fill_at`` (:func:`~control_plane.scheduling.fastest_fill.estimate_fastest_fill`)
+        over the other open rounds of ``views`` (annotated, for their task shapes) and the ``online``
+        clients that work for none of them."""
+        attempt = self._attempt_of(head)
+        if attempt is None:
             return None
-        served, estimate = self._served.get(head.job_id, set()), self.history.estimate
-        working: set[str] = set()
-        busy = []
-        for view in views:
-            other = self._attempts.get(view.job_id)
-            if view.job_id == head.job_id or other is None or other.opened_at != view.opened_at:
-                continue
-            for client, (bound_at, _) in other.members.items():
-                working.add(client)
-                if client not in served or client in attempt.joined:
-                    continue
-                learned = estimate(client)
-                if (current_s := learned.task_s(view)) is not None:
-                    busy.append((bound_at + current_s, learned.task_s(head)))
-        members = ((bound_at, estimate(client).task_s(head)) for client, (bound_at, _) in attempt.members.items())
-        idle = (estimate(client).task_s(head) for client in served
-                if client in online and client not in attempt.joined and client not in working)
-        return fastest_fill_at(now, head.target - head.results, members, busy, idle)
+        others = [(view, other) for view in views
+                  if view.job_id != head.job_id and (other := self._attempt_of(view)) is not None]
+        served = self._served.get(head.job_id, set())
+        working = {client for _, other in others for client in other.members}
+        idle = (client for client in served if client in online and client not in working)
+        return estimate_fastest_fill(head, attempt, others, served, idle, self.history.estimate, now)
+
+    def _attempt_of(self, view: JobView) -> Attempt | None:
+        """The tracked attempt of ``view``'s open round (None: the events have not told of it yet)."""
+        attempt = self._attempts.get(view.job_id)
+        return attempt if attempt is not None and attempt.opened_at == view.opened_at else None
 
     # ---------------------------------------------------------------- what it learns from
 
@@ -145,7 +123,7 @@ class LiveObservations:
             state = RoundState.from_hash(job_id, event.state or {})
             if state is None:
                 return False
-            self._attempts[job_id] = _Attempt(state.round, state.attempt, state.started_at, state.demand)
+            self._attempts[job_id] = Attempt(state.round, state.attempt, state.started_at, state.demand)
             return True
         if kind == "model_published" and event.model_kbit > 0:
             self._model_kbit[job_id] = event.model_kbit
@@ -166,24 +144,17 @@ class LiveObservations:
             return False
         if kind == "client_bound":
             reliability = self.history.estimate(event.client_id).reliability
-            attempt.members[event.client_id] = (event.at, reliability)
-            attempt.joined.add(event.client_id)
-            attempt.expected += reliability
-            bound = event.bound if event.bound >= 0 else len(attempt.members)
-            if attempt.filled_at is None and bound >= attempt.demand:
-                attempt.filled_at = event.at
+            bound = event.bound if event.bound >= 0 else len(attempt.members) + (event.client_id not in attempt.members)
+            attempt.bound(event.client_id, event.at, reliability, bound)
         elif kind == "update_accepted":
-            member = attempt.members.pop(event.client_id, None)
-            if member is not None:
-                attempt.expected += 1.0 - member[1]
+            bound_at = attempt.delivered(event.client_id)
+            if bound_at is not None:
                 self._served[job_id].add(event.client_id)
-                self._delivered(job_id, event, max(member[0], attempt.published_at or member[0]), member[0])
+                self._delivered(job_id, event, max(bound_at, attempt.published_at or bound_at), bound_at)
         elif kind in ("client_dropped", "client_released"):
-            member = attempt.members.pop(event.client_id, None)
-            if member is not None:
-                attempt.expected -= member[1]
-                if kind == "client_dropped":
-                    self._missed(job_id, event.client_id, event.at - member[0])
+            bound_at = attempt.left(event.client_id)
+            if bound_at is not None and kind == "client_dropped":
+                self._missed(job_id, event.client_id, event.at - bound_at)
         elif kind in ("round_closed", "round_failed"):
             self._timings[job_id].finished(attempt.opened_at, attempt.filled_at, event.at)
             if kind == "round_failed":

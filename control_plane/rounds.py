@@ -18,10 +18,12 @@ import redis.asyncio as aioredis
 
 from control_plane.errors import Conflict, InvalidArgument, NotFound
 from control_plane.events import Event, EventBus
-from control_plane.hot_state import HotState, RoundState
-from control_plane.jobs import ActiveJob, JobRegistry
+from control_plane.hot_state import HotState
+from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
 from control_plane.metrics import Metrics
+from control_plane.scheduling.rounds import plan_round
+from control_plane.scheduling.state import ActiveJob, RoundState
 from control_plane.store import RoundRecord, Store
 from control_plane.tracing import ClientTimings, TraceRecorder
 from data_plane import (
@@ -82,14 +84,14 @@ class RoundManager:
         return await self._open(job, round_, attempt, demand, model_digest)
 
     async def _open(self, job: ActiveJob, round_: int, attempt: int, demand: int, model_digest: str) -> RoundState:
-        spec = job.spec
-        now = time.time()
-        min_results = min(spec.results_to_close, demand)
-        state = await self._hot.open_round(
-            job.job_id, round_=round_, attempt=attempt, demand=demand, target=spec.bind_target(demand),
-            min_results=min_results, started_at=now,
-            deadline_at=now + spec.schedule_timeout_s + spec.execution_timeout_s, model_digest=model_digest,
+        plan = plan_round(job.spec, demand, time.time())
+        now = plan.opened_at
+        state = RoundState(
+            job_id=job.job_id, round=round_, attempt=attempt, state="open", demand=plan.demand, target=plan.target,
+            min_results=plan.min_results, bound=0, results=0, started_at=now, deadline_at=plan.deadline_at,
+            closed_at=0.0, model_digest=model_digest, aggregate_digest="",
         )
+        await self._hot.open_round(state)
         self._aggregators[job.job_id] = await self._round_updates(job, round_, attempt, model_digest)
         self.trace.round_started(job.job_id, round_, attempt, now)
         if job.state == "registered":
@@ -204,9 +206,9 @@ class RoundManager:
     async def close(self, job_id: str, round_: int, attempt: int) -> RoundState:
         """Finalize the aggregate and close the round (or fail it when nothing arrived)."""
         async with self._closing.setdefault(job_id, asyncio.Lock()):
-            state = await self._hot.round(job_id)
-            if state is None or state.state != "open" or (state.round, state.attempt) != (round_, attempt):
-                return state  # type: ignore[return-value]
+            state = await self._current(job_id)
+            if state.state != "open" or (state.round, state.attempt) != (round_, attempt):
+                return state
             aggregator = self._aggregators.get(job_id)
             if aggregator is None or aggregator.results == 0:
                 return await self._fail(job_id, state, "failed")
@@ -215,7 +217,7 @@ class RoundManager:
             payload = await asyncio.to_thread(encode, aggregate.tensors)
             ref = await self.blobs.put(self._hot.namespace(job_id), payload)
             if not await self._hot.finish_round(job_id, round_, attempt, "closed", ref.digest):
-                return await self._hot.round(job_id)  # type: ignore[return-value]
+                return await self._current(job_id)
             self._aggregators.pop(job_id, None)  # its Redis keys stay until their TTL: late retries see them
             self.trace.round_closed(
                 job_id, round_, attempt, time.time(), finalize_start, aggregate.results, state.bound
@@ -229,10 +231,10 @@ class RoundManager:
             await self._release_unfinished(job_id, round_, attempt)
             self._metrics.rounds.labels("closed").inc()
             self._journal.event("round_closed", job_id, round=round_, attempt=attempt, results=aggregate.results)
-            closed = await self._hot.round(job_id)
+            closed = await self._current(job_id)
             await self._bus.publish(Event("round_closed", job_id, round_, attempt, state=closed.to_hash()))
             log.info("job %s round %d closed with %d results", job.spec.name, round_, aggregate.results)
-            return closed  # type: ignore[return-value]
+            return closed
 
     async def _fail(self, job_id: str, state: RoundState, outcome: str) -> RoundState:
         if await self._hot.finish_round(job_id, state.round, state.attempt, outcome, ""):
@@ -246,10 +248,10 @@ class RoundManager:
             await self._release_unfinished(job_id, state.round, state.attempt)
             self._metrics.rounds.labels(outcome).inc()
             self._journal.event("round_failed", job_id, round=state.round, attempt=state.attempt)
-            failed = await self._hot.round(job_id)
+            failed = await self._current(job_id)
             await self._bus.publish(Event("round_failed", job_id, state.round, state.attempt, state=failed.to_hash()))
             return failed
-        return await self._hot.round(job_id)  # type: ignore[return-value]
+        return await self._current(job_id)
 
     async def _release_unfinished(self, job_id: str, round_: int, attempt: int) -> None:
         """Clients still working on a finished round are told so by their next heartbeat; log them."""
@@ -320,6 +322,13 @@ class RoundManager:
     async def _model_size(self, job_id: str, digest: str) -> int:
         ref = await self.blobs.ref(self._hot.namespace(job_id), digest) if digest else None
         return ref.size if ref else 0
+
+    async def _current(self, job_id: str) -> RoundState:
+        """The job's current round; NOT_FOUND when it has none (its hot state expired or was lost)."""
+        state = await self._hot.round(job_id)
+        if state is None:
+            raise NotFound(f"job {job_id!r} has no round")
+        return state
 
     async def _require_open(self, job_id: str, round_: int) -> RoundState:
         state = await self._hot.round(job_id)

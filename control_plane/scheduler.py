@@ -17,14 +17,16 @@ from dataclasses import dataclass, replace
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from control_plane.events import Event
-from control_plane.hot_state import HotState, RoundState
-from control_plane.jobs import ActiveJob, JobRegistry
-from control_plane.matching import supply_by_class
+from control_plane.hot_state import HotState
+from control_plane.jobs import JobRegistry
 from control_plane.observations import KEEP_S, LiveObservations
+from control_plane.scheduling.fastest_fill import FillEstimates
+from control_plane.scheduling.matching import offer_candidates, supply_by_class
+from control_plane.scheduling.ordering import order_open_rounds
+from control_plane.scheduling.state import ActiveJob, RoundState, job_view
 from policies import JobView, Policy, SchedulingContext
-from policies.fastest_fill import FILL_PERIOD_S
 from propius.config import Settings
-from propius.specs import ClientProfile
+from propius.specs import AttributeValue, ClientProfile
 
 __all__ = ["Scheduler", "SchedulerView", "Snapshot"]
 
@@ -42,20 +44,11 @@ class Snapshot:
     ctx: SchedulingContext
 
 
-def job_view(job: ActiveJob, state: RoundState, supply: int) -> JobView:
-    spec = job.spec
-    return JobView(
-        job_id=job.job_id, name=spec.name, owner=spec.owner, registered_at=job.registered_at,
-        priority=spec.priority, demand=state.demand, target=state.target, bound=state.bound,
-        results=state.results, rounds_total=spec.rounds, rounds_done=job.rounds_done,
-        eligibility_key=job.eligibility_key, public=spec.requirements.public, supply=supply,
-        work_samples=spec.task.work_samples, execution_timeout_s=spec.execution_timeout_s,
-        deadline_at=state.deadline_at, opened_at=state.started_at,
-    )
-
-
 class SchedulerView:
     """What check-ins read: the policy, supply estimates and an ordered view of open rounds.
+
+    The binder asks it three things (:meth:`checked_in`, :meth:`offers_for`, :meth:`wake_key`) and
+    feeds it every event first (:meth:`on_event`), so a client woken by an event sees what it changed.
 
     Round states are cached in memory and kept current by events (which carry the new state or bound
     count) plus a full re-read every scheduler tick, so a check-in computes its offers without a Redis
@@ -63,11 +56,12 @@ class SchedulerView:
     atomic in Redis.
     """
 
-    def __init__(self, hot: HotState, jobs: JobRegistry, policy: Policy, seed: int = 0) -> None:
+    def __init__(self, hot: HotState, jobs: JobRegistry, policy: Policy, settings: Settings, seed: int = 0) -> None:
         self._hot = hot
         self._jobs = jobs
         self.policy = policy
-        self.observations = LiveObservations(jobs)
+        self.observations = LiveObservations(jobs, settings.speed_tiers)
+        self._session_gap_s = settings.client_ttl_s
         self._seed = seed
         self._supply: dict[str, int] = {}
         self._states: dict[str, RoundState] = {}
@@ -77,7 +71,7 @@ class SchedulerView:
         self._classes_signature: tuple[str, ...] = ()
         self._version = 0  # bumped by every change a snapshot depends on
         self._snapshot: tuple[tuple[int, tuple[int, ...]], float, Snapshot] | None = None
-        self._fill: tuple[tuple[str, float | None], float, float | None] | None = None  # (head round, at, value)
+        self._fill = FillEstimates(settings.fill_period_s)
 
     async def refresh_states(self, _now: float = 0.0) -> None:
         """Re-read every active job's round. A job's entry that an event changed while the read was in
@@ -114,7 +108,32 @@ class SchedulerView:
             self._states.pop(event.job_id, None)
             self._changes.pop(event.job_id, None)
             self._members.pop(event.job_id, None)
+            self._fill.forget(event.job_id)
             self._version += 1
+
+    # ---------------------------------------------------------------- what the binder asks
+
+    def checked_in(self, client_id: str, now: float) -> None:
+        self.observations.checked_in(client_id, now, self._session_gap_s)
+
+    def offers_for(
+        self, client_id: str, attributes: dict[str, AttributeValue], max_offers: int,
+    ) -> list[tuple[JobView, RoundState]]:
+        """Up to ``max_offers`` open rounds for the client, in the policy's order, with their states."""
+        snap = self.snapshot()
+        ctx = replace(snap.ctx, client=self.observations.estimate(client_id))
+        chosen = offer_candidates(attributes, snap.views, self.policy, ctx, max_offers,
+                                  joined=lambda view: self.bound_to(view.job_id, client_id))
+        return [(view, snap.states[view.job_id]) for view in chosen]
+
+    def wake_key(self, job_id: str) -> Callable[[str], float] | None:
+        """The policy's wake order for the job's open round, over client ids; None: oldest first."""
+        view = next((view for view in self.snapshot().views if view.job_id == job_id), None)
+        score = None if view is None else self.policy.wake_key(view)
+        if score is None:
+            return None
+        estimate = self.observations.estimate
+        return lambda client_id: score(estimate(client_id))
 
     def bound_to(self, job_id: str, client_id: str) -> bool:
         """Whether the client is already bound to the job's open round (as far as events told)."""
@@ -158,19 +177,12 @@ class SchedulerView:
             views.append(self.observations.annotate(job_view(job, state, self.supply.get(job.eligibility_key, 0))))
         ctx = SchedulingContext(now=now, supply_by_class=dict(self.supply), seed=self._seed,
                                 speed_tiers=self.observations.speed_tiers())
-        ordered = self.policy.order(views, ctx)
-        if ordered and self.policy.wants_fastest_fill:
-            ordered[0] = replace(ordered[0], fastest_fill_at=self._fastest_fill_at(ordered[0], views, now))
-        return Snapshot(ordered, states, ctx)
 
-    def _fastest_fill_at(self, head: JobView, views: list[JobView], now: float) -> float | None:
-        """The head's ``fastest_fill_at`` over the recent clients, re-estimated every ``FILL_PERIOD_S``."""
-        cached = self._fill
-        if cached is not None and cached[0] == (head.job_id, head.opened_at) and now - cached[1] < FILL_PERIOD_S:
-            return cached[2]
-        value = self.observations.fastest_fill_at(head, views, self._eligible, now)
-        self._fill = ((head.job_id, head.opened_at), now, value)
-        return value
+        def fastest_fill(head: JobView) -> float | None:  # over the recent clients
+            return self._fill.get(head.job_id, head.opened_at, now,
+                                  lambda: self.observations.fastest_fill_at(head, views, self._eligible, now))
+
+        return Snapshot(order_open_rounds(self.policy, views, ctx, fastest_fill), states, ctx)
 
     async def estimate_supply(self, window_s: float) -> dict[str, int]:
         """Recent clients per eligibility class. Read and counted in slices, yielding to the event loop
@@ -236,7 +248,8 @@ class Scheduler:
     def start(self) -> None:
         period = self._settings.scheduler_period_s
         self._scheduler.add_job(self.tick, "interval", seconds=period, max_instances=1, coalesce=True)
-        self._scheduler.add_job(self.refresh, "interval", seconds=max(period, 5.0), max_instances=1, coalesce=True)
+        self._scheduler.add_job(self.refresh, "interval", seconds=max(period, self._settings.supply_period_s),
+                                max_instances=1, coalesce=True)
         self._scheduler.start()
 
     def stop(self) -> None:

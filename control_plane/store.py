@@ -359,14 +359,6 @@ class Store:
         with self._session() as session:
             return [_record(RoundRecord, row) for row in session.scalars(query)]
 
-    def open_rounds(self) -> list[RoundRecord]:
-        """Rounds a restarted control plane must resume (or fail, if their deadline has passed)."""
-        query = (
-            select(_Round).where(_Round.state == "open").order_by(_Round.job_id, _Round.round, _Round.attempt)
-        )
-        with self._session() as session:
-            return [_record(RoundRecord, row) for row in session.scalars(query)]
-
     # ------------------------------------------------------------ bindings
 
     def record_bindings(self, rows: Sequence[BindingRecord]) -> None:

@@ -1,19 +1,18 @@
 """Long-polling check-ins: clients wait here until a slot they are eligible for opens.
 
 This is what makes binding event-driven: a round start or a freed slot wakes just enough eligible
-waiters instead of every client polling on a fixed interval: the oldest, or those the policy's wake
-key ranks first (:meth:`policies.Policy.wake_key`, e.g. the predicted fastest for the job).
+waiters (:class:`~control_plane.scheduling.wake.WakeRule`) instead of every client polling on a fixed
+interval.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from control_plane.scheduling.wake import WakeRule
 from propius.specs import AttributeValue, Constraints
 
 __all__ = ["WaitQueue"]
@@ -29,14 +28,10 @@ class _Waiter:
 class WaitQueue:
     """FIFO of waiting clients; ``wake(constraints, n)`` resolves up to ``n`` eligible waiters."""
 
-    def __init__(self, overwake: float = 2.0, scan: int = 8) -> None:
+    def __init__(self, rule: WakeRule | None = None) -> None:
         self._waiters: OrderedDict[int, _Waiter] = OrderedDict()
         self._next = 0
-        # Some woken clients decline (private constraints) or lose the race: wake a few more than slots.
-        self._overwake = overwake
-        # A keyed wake-up ranks only the scan x budget oldest eligible waiters: its cost stays in
-        # proportion to the slots it fills, however many clients wait.
-        self._scan = scan
+        self._rule = rule or WakeRule()
 
     def __len__(self) -> int:
         return len(self._waiters)
@@ -56,16 +51,13 @@ class WaitQueue:
             self._waiters.pop(ticket, None)
 
     def wake(self, constraints: Constraints, slots: int, key: Callable[[str], float] | None = None) -> int:
-        """Wake up to ``overwake x slots`` waiters that ``constraints`` admit: the oldest, or the lowest
-        ``key(client_id)`` among the ``scan x`` as many oldest (the oldest among equal keys). Returns
-        how many were woken."""
-        budget = max(1, int(slots * self._overwake)) if slots > 0 else 0
+        """Wake the waiters :class:`WakeRule` picks among those ``constraints`` admit, ``key`` ranking
+        client ids; how many were woken."""
         eligible = (
             (ticket, waiter) for ticket, waiter in self._waiters.items()
             if not waiter.future.done() and constraints.admits(waiter.attributes)
         )
-        oldest = list(itertools.islice(eligible, budget if key is None else self._scan * budget))
-        chosen = oldest if key is None else heapq.nsmallest(budget, oldest, key=lambda item: key(item[1].client_id))
+        chosen = self._rule.choose(eligible, slots, None if key is None else lambda item: key(item[1].client_id))
         for ticket, waiter in chosen:
             waiter.future.set_result(None)
             del self._waiters[ticket]

@@ -7,18 +7,19 @@ the scheduler calls in a fixed order, so a new policy overrides only the points 
    a job back (a quota, a fairness budget) without knowing how the others are ordered.
 2. ``score(job, ctx)``: the one number a policy must define; lower is served first. ``order``
    sorts the filtered jobs by ``(score, registered_at, job_id)``, so ties fall back to FIFO and
-   are deterministic.
+   are deterministic. A policy whose order is not a per-job score (fair share) overrides ``order``.
 3. ``rank_for_client(attributes, jobs, ctx)``: optional per-client step. At check-in the scheduler
    passes the jobs this client is eligible for, in the global order; client-aware policies (such as
-   Venn's IRS) reorder them here. Default: keep the global order.
+   Venn's IRS) reorder or drop them here. Default: keep the global order.
 4. ``wake_key(job)``: optional. When slots of ``job`` open (a round starts, a client drops out), the
    scheduler wakes a few of the idle clients waiting for work; a policy that returns a key function
    here chooses which (lowest key first, arrival order among equals). Default: None, oldest first.
 
 Policies see frozen :class:`JobView` snapshots and a :class:`SchedulingContext`, never the stores,
 and read time only from ``ctx.now``: the same inputs give the same order in the live control plane,
-in the simulator and after a restart. A third party adds a policy by shipping one module with a
-:class:`Policy` subclass and an entry point (see :mod:`policies.registry`).
+in the simulator and after a restart. The scheduling core (:mod:`control_plane.scheduling`) calls
+them for both. A third party adds a policy by shipping one module with a :class:`Policy` subclass and
+an entry point (see :mod:`policies.registry`).
 
 Some fields are optional observations (task shape, recent round timings, expected results, a
 :class:`ClientEstimate` of the checking-in client). Their defaults mean "not observed", and every
@@ -26,7 +27,8 @@ policy must behave sensibly without them: until they are observed (a new job, a 
 plane just restarted) a policy gets the plain behaviour, afterwards the informed one. The simulator
 and the live control plane (:mod:`control_plane.observations`) learn them with the same bookkeeping.
 One of them costs a pass over the eligible clients and is made only for a policy that asks
-(``wants_fastest_fill``): ``fastest_fill_at`` of the head job (:mod:`policies.fastest_fill`).
+(``wants_fastest_fill``): ``fastest_fill_at`` of the head job
+(:mod:`control_plane.scheduling.fastest_fill`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,61 @@ __all__ = ["ClientEstimate", "JobView", "Policy", "SchedulingContext"]
 
 @dataclass(frozen=True)
 class JobView:
-    """What a policy may know about one open job, snapshotted by the scheduler for one decision."""
+    """What a policy may know about one open job, snapshotted by the scheduler for one decision.
+
+    The scheduling core builds one per open round attempt (``control_plane.scheduling.state.job_view``),
+    the same way live and in the simulator. Frozen: a policy cannot change what the next decision sees.
+
+    Attributes
+    ----------
+    job_id : str
+        The job's id, unique and stable across restarts.
+    name, owner : str
+        The job's name and its owner (the tenant, for fair share).
+    registered_at : float
+        When the job was registered, in the scheduler's clock (seconds); FIFO's order.
+    priority : float
+        The job spec's ``priority``.
+    demand : int
+        Results wanted this round; the round closes when it has them.
+    target : int
+        Bind slots this round: ``ceil(demand x over_selection)``.
+    bound : int
+        Clients bound to the current round attempt so far.
+    results : int
+        Results delivered to the current round attempt so far.
+    rounds_total : int or None
+        Rounds the job will run; None for an open-ended job.
+    rounds_done : int
+        Rounds completed so far.
+    eligibility_key : str
+        Jobs with equal public constraints share one key (one eligibility class).
+    public : Constraints
+        The job's public constraints, matched against a client's attributes.
+    supply : int
+        Recent eligible clients, estimated by the scheduler.
+    model_size_kbit : float, default 0.0
+        Model size; one transfer each way per task. 0: not observed.
+    work_samples : float, default 0.0
+        Sample passes per task (``local_steps x 3 x batch_size``). 0: not known.
+    execution_timeout_s : float, default inf
+        The spec's execution timeout.
+    deadline_at : float, default inf
+        When the current round attempt fails if its results are short.
+    expected_results : float or None, default None
+        Results plus the bound clients still working, each weighted by its learned reliability.
+    recent_schedule_s, recent_response_s : float or None, default None
+        Smoothed scheduling delay (open to the ``demand``-th bind) and response-collection time (then to
+        the close) of the job's last rounds.
+    opened_at : float or None, default None
+        When the current round attempt opened.
+    fast_task_s : float or None, default None
+        Predicted task seconds of this job's fastest speed tier of clients.
+    fastest_fill_at : float or None, default None
+        When the round could have all its results from the fastest eligible clients, those busy elsewhere
+        counted from when they free up. Set only for the head of the order, and only for a policy whose
+        ``wants_fastest_fill`` is true.
+    """
 
     job_id: str
     name: str
@@ -70,15 +126,28 @@ class JobView:
     recent_response_s: float | None = None  # smoothed response-collection time of the job's last rounds
     opened_at: float | None = None  # when the current round attempt opened (RoundState.started_at)
     fast_task_s: float | None = None  # predicted task seconds of this job's fastest speed tier of clients
-    fastest_fill_at: float | None = None  # set for the order's head on request: see policies.fastest_fill
+    fastest_fill_at: float | None = None  # the order's head, on request (scheduling core)
 
     @property
     def open_slots(self) -> int:
+        """Bind slots still free in the current round attempt.
+
+        Returns
+        -------
+        int
+            ``target - bound``, at least 0.
+        """
         return max(0, self.target - self.bound)
 
     @property
     def remaining_rounds(self) -> int | None:
-        """Rounds still to run, the current one included; None for an open-ended job."""
+        """Rounds still to run, the current one included.
+
+        Returns
+        -------
+        int or None
+            ``rounds_total - rounds_done`` (at least 0), or None for an open-ended job.
+        """
         if self.rounds_total is None:
             return None
         return max(0, self.rounds_total - self.rounds_done)
@@ -88,8 +157,27 @@ class JobView:
 class ClientEstimate:
     """What the control plane has learned about one client from its history; the client never claims it.
 
-    Learned from outcomes the control plane sees anyway (bind, result and lease-expiry times, check-in
-    sessions), so a client cannot inflate it. ``None`` means "no history yet".
+    Learned from outcomes the control plane sees anyway (bind, result and lease-expiry times, check-ins),
+    so a client cannot inflate it. ``None`` means "no history yet".
+
+    Attributes
+    ----------
+    s_per_sample : float or None
+        Training seconds per sample pass.
+    bandwidth_kbps : float or None
+        Transfer rate, kbit/s.
+    reliability : float, default 1.0
+        Estimated probability that a bound task delivers before its deadline.
+    online_since : float or None
+        Start of the client's current online period (its first check-in of it).
+    session_s : float or None
+        Typical length of this client's online periods.
+
+    Examples
+    --------
+    >>> client = ClientEstimate(s_per_sample=0.05, bandwidth_kbps=10_000.0, online_since=0.0, session_s=3600.0)
+    >>> client.available_for_s(now=600.0)
+    3000.0
     """
 
     s_per_sample: float | None = None  # training seconds per sample pass
@@ -99,13 +187,36 @@ class ClientEstimate:
     session_s: float | None = None  # typical length of this client's sessions
 
     def task_s(self, job: JobView) -> float | None:
-        """Predicted seconds for one task of ``job`` (download, train, upload), or None if unknown."""
+        """Predicted seconds for one task of ``job``: download, training and upload.
+
+        Parameters
+        ----------
+        job : JobView
+            The job whose task is predicted; its ``work_samples`` and ``model_size_kbit`` are used.
+
+        Returns
+        -------
+        float or None
+            ``work_samples x s_per_sample + 2 x model_size_kbit / bandwidth_kbps``, or None when the
+            client's speed or bandwidth, or the job's task shape, is not known.
+        """
         if self.s_per_sample is None or self.bandwidth_kbps is None or job.work_samples <= 0:
             return None
         return job.work_samples * self.s_per_sample + 2.0 * job.model_size_kbit / self.bandwidth_kbps
 
     def available_for_s(self, now: float) -> float | None:
-        """Predicted seconds until the current session ends, or None if unknown."""
+        """Predicted seconds until the client's current online period ends.
+
+        Parameters
+        ----------
+        now : float
+            The scheduler's clock.
+
+        Returns
+        -------
+        float or None
+            ``online_since + session_s - now`` (negative once the prediction has failed), or None if unknown.
+        """
         if self.online_since is None or self.session_s is None:
             return None
         return self.online_since + self.session_s - now
@@ -113,6 +224,21 @@ class ClientEstimate:
 
 @dataclass(frozen=True)
 class SchedulingContext:
+    """Everything a policy may know besides the jobs, for one decision.
+
+    Attributes
+    ----------
+    now : float
+        The scheduler's clock, in seconds; policies read time only from here.
+    supply_by_class : Mapping[str, int]
+        ``eligibility_key`` -> recent eligible clients.
+    seed : int, default 0
+        For policies that draw pseudo-random orders.
+    client : ClientEstimate or None, default None
+        The checking-in client, where its history is tracked; None in the global order.
+    speed_tiers : tuple of float, default ()
+        Ascending ``s_per_sample`` bounds between speed tiers, fastest tier first; empty until observed.
+    """
     now: float
     supply_by_class: Mapping[str, int]  # eligibility_key -> recent eligible clients
     seed: int = 0  # for policies that draw pseudo-random orders
@@ -120,40 +246,153 @@ class SchedulingContext:
     speed_tiers: tuple[float, ...] = ()  # ascending s_per_sample bounds between speed tiers (fastest first)
 
     def class_supply(self, job: JobView) -> int:
-        """Recent clients of ``job``'s eligibility class (the snapshot's own estimate if not in the map)."""
+        """Recent clients of ``job``'s eligibility class.
+
+        Parameters
+        ----------
+        job : JobView
+            The job whose class is looked up.
+
+        Returns
+        -------
+        int
+            ``supply_by_class[job.eligibility_key]``, or the snapshot's own ``job.supply`` if the class is not
+            in the map.
+        """
         return self.supply_by_class.get(job.eligibility_key, job.supply)
 
 
 class Policy(ABC):
-    """A job-sharing policy; subclasses set ``name`` and define ``score``, the rest is optional."""
+    """A job-sharing policy; subclasses set ``name`` and define ``score``, the rest is optional.
+
+    Options are constructor arguments, validated against their annotations when the policy is loaded
+    (:func:`policies.registry.load_policy`); use the types of :mod:`policies.options` for ranges.
+
+    Attributes
+    ----------
+    name : str
+        The policy's name, as in its ``propius.policies`` entry point.
+
+    Examples
+    --------
+    A policy that serves the highest priority first, ties in registration order:
+
+    >>> from typing import ClassVar
+    >>> class HighestPriority(Policy):
+    ...     name: ClassVar[str] = "highest-priority"
+    ...
+    ...     def score(self, job: JobView, ctx: SchedulingContext) -> float:
+    ...         return -job.priority
+
+    Registered in its package's ``pyproject.toml``::
+
+        [project.entry-points."propius.policies"]
+        highest-priority = "my_package.policies:HighestPriority"
+    """
 
     name: ClassVar[str]
 
     def filter(self, job: JobView, ctx: SchedulingContext) -> bool:
-        """False for a job the policy does not want served right now."""
+        """Whether ``job`` may be served right now.
+
+        Parameters
+        ----------
+        job : JobView
+            One open job.
+        ctx : SchedulingContext
+            The decision's context.
+
+        Returns
+        -------
+        bool
+            False for a job the policy does not want served now (a quota, a budget); default True.
+        """
         return True
 
     @abstractmethod
     def score(self, job: JobView, ctx: SchedulingContext) -> float:
-        """Lower is served first."""
+        """The job's place in the global order; lower is served first.
+
+        Parameters
+        ----------
+        job : JobView
+            One open job that passed ``filter``.
+        ctx : SchedulingContext
+            The decision's context (``ctx.client`` is None here).
+
+        Returns
+        -------
+        float
+            The score; ``math.inf`` puts a job last. Ties are broken by ``registered_at``, then ``job_id``.
+        """
 
     def order(self, jobs: Sequence[JobView], ctx: SchedulingContext) -> list[JobView]:
-        """The global order: filtered jobs by (score, registered_at, job_id)."""
+        """The global order of the open jobs.
+
+        Parameters
+        ----------
+        jobs : Sequence[JobView]
+            Every open job, in no particular order.
+        ctx : SchedulingContext
+            The decision's context.
+
+        Returns
+        -------
+        list of JobView
+            The jobs that pass ``filter``, sorted by ``(score, registered_at, job_id)``. Override it when the
+            order is not a per-job score (fair share ranks tenants by their usage across their jobs).
+        """
         kept = [job for job in jobs if self.filter(job, ctx)]
         return sorted(kept, key=lambda job: (self.score(job, ctx), job.registered_at, job.job_id))
 
     def rank_for_client(
         self, attributes: Mapping[str, AttributeValue], jobs: Sequence[JobView], ctx: SchedulingContext
     ) -> list[JobView]:
-        """Reorder the jobs one client is eligible for (given in global order); default keeps it."""
+        """Reorder, or drop, the jobs one checking-in client is eligible for.
+
+        Parameters
+        ----------
+        attributes : Mapping[str, AttributeValue]
+            The client's public attributes.
+        jobs : Sequence[JobView]
+            The open jobs the client is eligible for, in the global order.
+        ctx : SchedulingContext
+            The decision's context, with ``ctx.client`` set where the client's history is tracked.
+
+        Returns
+        -------
+        list of JobView
+            The jobs to offer the client, first offered first. The default keeps ``jobs``; a job left out is
+            not offered to this client now (e.g. a bind predicted to be wasted).
+        """
         return list(jobs)
 
     def wake_key(self, job: JobView) -> Callable[[ClientEstimate], float] | None:
-        """Which waiting clients a free slot of ``job`` wakes first (lowest key); None: oldest first."""
+        """Which waiting clients a free slot of ``job`` wakes first.
+
+        Parameters
+        ----------
+        job : JobView
+            The job whose round opened or freed slots.
+
+        Returns
+        -------
+        callable or None
+            A function of a waiting client's :class:`ClientEstimate` giving a sort key (lowest woken first,
+            arrival order among equals), or None to wake the oldest waiters first (the default).
+        """
         return None
 
     @property
     def wants_fastest_fill(self) -> bool:
-        """Whether the scheduler should estimate ``fastest_fill_at`` for the head of the order (a pass
-        over the eligible clients, so only on request; see :mod:`policies.fastest_fill`)."""
+        """Whether the scheduler should estimate ``JobView.fastest_fill_at`` for the head of the order.
+
+        The estimate is a pass over the eligible clients, so it is made only on request, at most every
+        ``fill_period_s`` (see :mod:`control_plane.scheduling.fastest_fill`).
+
+        Returns
+        -------
+        bool
+            Default False.
+        """
         return False

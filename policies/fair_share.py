@@ -56,6 +56,18 @@ def tenant_shares(
 
 
 class FairSharePolicy(Policy):
+    """Weighted fair share per tenant within each eligibility class (see the module docstring).
+
+    Parameters
+    ----------
+    weights : Mapping[str, float] or None
+        Owner -> weight (> 0); owners not named weigh 1.
+    caps : Mapping[str, float] or None
+        Owner -> the largest fraction of a class (in (0, 1]) its jobs may hold.
+    borrowing : bool, default True
+        Whether a tenant may exceed its entitlement when the others leave clients unused.
+    """
+
     name: ClassVar[str] = "fair-share"
 
     def __init__(

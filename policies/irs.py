@@ -64,6 +64,16 @@ def class_groups(
 
 
 class IrsPolicy(Policy):
+    """Venn's IRS (see the module docstring).
+
+    Parameters
+    ----------
+    merge : bool, default True
+        Merge a more contended, more abundant class into the scarcer group before it (step 2).
+    speed_tiers : bool, default True
+        Pin a group's head job to the fastest speed tier when its response collection dominates (step 4).
+    """
+
     name: ClassVar[str] = "irs"
     _reorders_groups: ClassVar[bool] = False  # a subclass whose _order_group is not the identity sets it
 

@@ -1,84 +1,63 @@
 """``propius``, the default policy: smallest remaining service first, with informed, waste-avoiding dispatch.
 
-It reuses IRS's machinery (see :mod:`policies.irs`: the SRSF score, the class groups, speed-tier
-pinning) but asks, for every bind, whether the bind will pay off. A bind that does not deliver a
-counted result costs twice: the client is blocked for nothing, and when the jobs ahead open their
-next round that client is busy elsewhere. Profiled on policy-20jobs (15,000 clients, seed 0), about
-30 % of a job's JCT under IRS is spent in failed round attempts, most of them rounds of a job low in
-the order that received a trickle of clients and lost them (and their work) at the deadline; and
-IRS's scarce-class-first order made the strict-class jobs with the most remaining work overtake
-small jobs of the looser classes (plain SRSF beats IRS by 5 % there). Every rule is an option, so
-the benchmark can show what each buys (docs/policies.md):
+It reuses IRS's machinery (:mod:`policies.irs`: the SRSF score, the class groups, speed-tier pinning)
+but asks, for every bind, whether the bind will pay off. A bind that does not deliver a counted result
+costs twice: the client is blocked for nothing, and when the jobs ahead open their next round that
+client is busy elsewhere. Most time lost under IRS is failed round attempts of jobs low in the order
+that received a trickle of clients; and IRS's scarce-class-first order lets strict classes' large jobs
+overtake small jobs of looser classes. Every rule is an option, so the benchmark can show what each
+buys (docs/policies.md has the measurements):
 
-- ``scarce_first`` (off): IRS's class order, scarcest eligibility class first, with the
-  contention-aware ``merge``. Off, the jobs a client is eligible for are offered in one global
-  smallest-remaining-service order (IRS's ``score``), whatever their class.
-- ``speed_tiers`` (on, from IRS): pin the head job (of each class group, or of the global order) to
-  the fastest learned speed tier when its response collection dominates its scheduling delay.
-- ``task_tiers`` (on): the fastest tier is the fastest third of clients by predicted task time for
-  the pinned job (training, download and upload; :meth:`policies.history.ClientHistory.fast_task_s`),
-  not by training speed alone as in IRS: a fast phone on a slow link would be the round's straggler.
-- ``tier_fit`` (on): pin only a job whose class supply is at least ``tiers x`` its bind target, i.e.
-  whose round the fastest tier can fill; pinning a job that needs most of its class to one third of
-  it only stretches its scheduling delay (measured on utilization-5jobs: the demand-400 job in the
-  strictest class).
-- ``deadline_aware`` (on): no bind predicted (from the client's learned speed and bandwidth) to
-  finish after the round's deadline; it would only ever be a straggler.
-- ``availability_aware`` (on): no bind of a client whose session is predicted (from its learned
-  typical session length) to end before the task would.
-- ``doom_guard`` (on): wasted-work avoidance. Once a round has been open ``doom_min_s`` seconds, stop
-  feeding it when, at the rate it has bound clients so far, it cannot reach ``demand`` results
-  before its deadline; the client stays free for a round that will complete (the doomed round fails
-  without holding anyone and is re-run).
-- ``straggler_guard`` (on): once a round holds ``demand`` clients, bind a further (over-selected)
-  client only if it is predicted to deliver before the round is expected to close (its recent
-  scheduling delay plus ``1 + straggler_slack`` times its recent response time after opening); a
-  later result would be thrown away.
-- ``admission`` (off: measured, it lengthens JCT): jobs are admitted in priority order while they
-  fit. A job fits when the bind targets of the admitted jobs that draw on no more clients than it
-  (supply at most its own), its own included, add up to at most ``admission_load x`` its class's
-  supply (Hall's condition on a chain of nested classes). The first job is always admitted.
-- ``adaptive_over_selection`` (off: measured, the later ``demand``-th result costs more JCT than the
-  saved binds win back): stop offering a round once its expected results (results plus each working
-  client weighted by its learned reliability) reach ``demand + margin_z x sqrt(demand)``.
-- ``longest_first`` (off): a makespan objective instead of JCT, for a batch of jobs that must all
-  finish (the utilization experiment): the job with the longest predicted remaining time (remaining
-  rounds x its recent scheduling delay plus response time) is served first, as in longest-processing-
-  time-first list scheduling, so the job on the critical path gets clients first and the others
-  catch up when it is ahead; a job whose rounds have not been timed yet goes first, so it is measured.
-  It lengthens average JCT (small jobs wait), hence off by default.
-- ``fastest_wake`` (on): when a round of a job opens (or a slot frees), the idle clients it wakes
-  are those predicted to finish its task first, not the longest waiting: the round closes at its
-  ``demand``-th result, so binding the fastest idle clients shortens it (measured on
-  utilization-5jobs: the demand-400 job alone at 1,800 clients, 7,148 s -> 5,242 s, its bound
-  being 5,190 s). A client with no history counts as fastest, so it is tried and measured.
-- ``wait_for_faster`` (off): the head job of the order refuses a client predicted to deliver after
-  the time its round could have all its results from the fastest eligible clients, counting those
-  busy elsewhere from when they free up (``JobView.fastest_fill_at``, :mod:`policies.fastest_fill`):
-  the slow idle client serves another job, the round waits seconds for a fast one. Measured with
-  the makespan objective on utilization-5jobs: 2-6 % shorter makespans at 1,500 and 1,800 clients;
-  with the JCT objective, -1.6 % average JCT on policy-20jobs but up to +3.8 % on utilization-5jobs
-  (docs/policies.md), hence off by default.
-- ``hold_for_tight`` (off): a job is tight when its round needs at least ``tight_fraction`` of its
-  class's clients (``demand >= tight_fraction x supply``), so every one of them busy elsewhere when
-  its next round opens delays that round. A client is then not offered a job ranked after a tight
-  one if its task there would outlast the tight job's expected next opening (open time + recent
-  scheduling delay + recent response time) by more than ``hold_slack`` x its response time; it waits
-  for the tight job instead. The tight round counts while it has free slots, also for a client that
-  already served it (the check-in ranks such rounds, then drops them). Measured with the makespan
-  objective on utilization-5jobs at 1,200 clients, where job-4 needs 80-88 % of its class:
-  makespans 8,877 / 10,462 / 8,674 s against 9,374 / 11,194 / 9,381 s without (seed 1's is within
-  0.5 % of job-4's critical path); at 1,500 and 1,800 no job is tight and nothing changes (applied
-  there with a lower fraction: within noise). It delays the other jobs' rounds, so it belongs to the
-  makespan objective; off by default (with the JCT objective on policy-20jobs: 18,420 s mean average
-  JCT vs 18,399 s, within noise).
+- ``scarce_first`` (off): IRS's class order, scarcest eligibility class first, with the contention-aware
+  ``merge``. Off, the jobs a client is eligible for are offered in one global smallest-remaining-service
+  order (IRS's ``score``), whatever their class.
+- ``speed_tiers`` (on, from IRS): pin the head job (of each class group, or of the global order) to the
+  fastest learned speed tier when its response collection dominates its scheduling delay.
+- ``task_tiers`` (on): the fastest tier is the fastest third of clients by predicted task time for the
+  pinned job (training, download and upload), not by training speed alone as in IRS: a fast phone on a
+  slow link would be the round's straggler.
+- ``tier_fit`` (on): pin only a job whose class supply is at least ``tiers x`` its bind target, i.e. whose
+  round the fastest tier can fill; pinning a job that needs most of its class to one tier of it only
+  stretches its scheduling delay.
+- ``deadline_aware`` (on): no bind predicted (from the client's learned speed and bandwidth) to finish
+  after the round's deadline; it would only ever be a straggler.
+- ``availability_aware`` (on): no bind of a client whose online period is predicted (from its learned
+  typical length) to end before the task would.
+- ``doom_guard`` (on): once a round has been open ``doom_min_s`` seconds, stop feeding it when, at the rate
+  it has bound clients so far, it cannot reach ``demand`` results before its deadline; the client stays
+  free for a round that will complete (the doomed round fails without holding anyone and is re-run).
+- ``straggler_guard`` (on): once a round holds ``demand`` clients, bind a further (over-selected) client
+  only if it is predicted to deliver before the round's expected close (its recent scheduling delay plus
+  ``1 + straggler_slack`` times its recent response time after opening); a later result is thrown away.
+- ``fastest_wake`` (on): the idle clients a round's free slots wake are those predicted to finish its task
+  first, not the longest waiting: the round closes at its ``demand``-th result, so binding the fastest
+  idle clients shortens it. A client with no history counts as fastest, so it is tried and measured.
+- ``longest_first`` (off): a makespan objective instead of JCT, for a batch of jobs that must all finish:
+  the job with the longest predicted remaining time (remaining rounds x its recent scheduling delay plus
+  response time) first, as in longest-processing-time-first list scheduling; a job whose rounds have not
+  been timed yet goes first, so it is measured. Small jobs wait, hence off by default.
+- ``wait_for_faster`` (off; part of the makespan objective): the head job of the order refuses a client
+  predicted to deliver after the time its round could have all its results from the fastest eligible
+  clients, counting those busy elsewhere from when they free up (``JobView.fastest_fill_at``): the slow
+  idle client serves another job, the round waits seconds for a fast one.
+- ``hold_for_tight`` (off; part of the makespan objective): a job is tight when its round needs at least
+  ``tight_fraction`` of its class's clients (``demand >= tight_fraction x supply``). A client is not offered
+  a job ranked after a tight one if its task there would outlast the tight job's expected next opening
+  (open time + recent scheduling delay + recent response time) by more than ``hold_slack`` x its response
+  time; it waits for the tight job instead. The tight round counts while it has free slots, also for a
+  client that already served it.
+- ``admission`` (off): jobs are admitted in priority order while they fit. A job fits when the bind
+  targets of the admitted jobs that draw on no more clients than it (supply at most its own), its own
+  included, add up to at most ``admission_load x`` its class's supply (Hall's condition on a chain of
+  nested classes). The first job is always admitted.
+- ``adaptive_over_selection`` (off): stop offering a round once its expected results (results plus each
+  working client weighted by its learned reliability) reach ``demand + margin_z x sqrt(demand)``.
 - ``aging_tau_s`` (0 = off): starvation guard; the score is divided by ``1 + age / aging_tau_s``.
-- ``fill_first`` (off): inside a class group (the whole order when ``scarce_first`` is off), offer
-  rounds that already hold some clients before empty ones.
+- ``fill_first`` (off): inside a class group (the whole order when ``scarce_first`` is off), offer rounds
+  that already hold some clients before empty ones.
 
-Unknown estimates never exclude anyone: a client without history, or a snapshot without the
-optional fields, gets the plain order (SRSF with the eligibility filter) without the rules that need
-them.
+Unknown estimates never exclude anyone: a client without history, or a snapshot without the optional
+fields, gets the plain order (SRSF with the eligibility filter) without the rules that need them.
 """
 
 from __future__ import annotations
@@ -111,6 +90,39 @@ def admitted(ordered: Sequence[JobView], supply: Mapping[str, int], load: float)
 
 
 class PropiusPolicy(IrsPolicy):
+    """The default policy; each parameter switches or tunes one rule of the module docstring.
+
+    Parameters
+    ----------
+    merge, speed_tiers : bool, default True
+        As in :class:`~policies.irs.IrsPolicy`.
+    scarce_first : bool, default False
+        IRS's scarcest-class-first order instead of one global SRSF order.
+    task_tiers, tier_fit : bool, default True
+        Speed tiers by predicted task time; pin only a job the fastest tier can fill.
+    deadline_aware, availability_aware : bool, default True
+        No bind predicted to finish after the round's deadline, or after the client goes offline.
+    doom_guard : bool, default True
+        Stop feeding a round that cannot reach ``demand`` in time; ``doom_min_s`` (default 60) after it opened.
+    straggler_guard : bool, default True
+        No over-selected bind predicted to deliver after the round's expected close, with
+        ``straggler_slack`` (default 0.2, > -1) times the recent response time of slack.
+    fastest_wake : bool, default True
+        Free slots wake the waiting clients predicted to finish first.
+    longest_first, wait_for_faster, hold_for_tight : bool, default False
+        The makespan objective's rules; ``hold_for_tight`` is tuned by ``tight_fraction`` (in (0, 1],
+        default 0.75) and ``hold_slack`` (>= 0, default 0.5).
+    admission : bool, default False
+        Admit jobs while they fit ``admission_load`` (> 0, default 1.0) times their class's supply.
+    adaptive_over_selection : bool, default False
+        Stop offering a round at ``demand + margin_z x sqrt(demand)`` expected results (``margin_z`` >= 0,
+        default 1.0).
+    aging_tau_s : float, default 0.0
+        Starvation guard; 0 is off.
+    fill_first : bool, default False
+        Offer rounds that already hold clients before empty ones.
+    """
+
     name: ClassVar[str] = "propius"
 
     def __init__(

@@ -41,12 +41,13 @@ def _setup_logging(verbose: bool) -> None:
 
 async def _serve(settings: Settings) -> None:
     from control_plane.app import ControlPlane  # the server side is imported only where it runs
+    from propius.trace.export import data_point_exporter
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with ControlPlane(settings) as plane:
+    async with ControlPlane(settings, trace_exporter=data_point_exporter(settings)) as plane:
         console.print(f"[bold green]Propius control plane[/] on {plane.address} "
                       f"(redis {settings.redis_url}, policy {settings.policy}); Ctrl-C stops it")
         await stop.wait()

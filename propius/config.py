@@ -35,6 +35,11 @@ class Settings(BaseSettings):
     max_wait_s: float = Field(default=30.0, gt=0, description="cap on a check-in long-poll")
     max_offers: int = Field(default=4, ge=1)
     scheduler_period_s: float = Field(default=1.0, gt=0)
+    supply_period_s: float = Field(default=5.0, gt=0, description="supply per class and speed tiers are "
+                                                                 "re-estimated this often")
+    fill_period_s: float = Field(default=5.0, gt=0, description="the head job's fastest-fill estimate is "
+                                                               "recomputed this often (a pass over clients)")
+    speed_tiers: int = Field(default=3, ge=1, description="client speed tiers the policies may use")
 
     chunk_bytes: int = Field(default=1 << 20, ge=1 << 12)
     max_model_bytes: int = Field(default=2 << 30, ge=1)

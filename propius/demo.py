@@ -70,9 +70,10 @@ def _stop_daemons(processes: list[subprocess.Popen], timeout_s: float = 15.0) ->
 
 async def _run(console: Console, settings: Settings, devices: int, daemons: int) -> tuple[list[JobReport], Table]:
     from control_plane.app import ControlPlane
+    from propius.trace.export import data_point_exporter
 
     specs = demo_specs()
-    async with ControlPlane(settings) as plane:
+    async with ControlPlane(settings, trace_exporter=data_point_exporter(settings)) as plane:
         console.print(f"control plane on {plane.address}; starting {daemons} client daemons "
                       f"hosting {devices} devices")
         processes = _spawn_daemons(plane.address, devices, daemons, settings.data_dir)

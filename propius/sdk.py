@@ -5,9 +5,13 @@
             result = job.run_round(weights, timeout_s=300)
             weights = result.tensors
 
-``AsyncJob`` is the asyncio variant. Leaving the ``with`` block completes the job, or cancels it if
-the block raised. Calls survive a control-plane restart: UNAVAILABLE is retried with backoff, and a
-round that the restarted control plane re-opened is awaited again.
+``AsyncJob`` is the asyncio variant and ``Job`` a synchronous facade over it. Leaving the ``with``
+block completes the job, or cancels it if the block raised. Calls survive a control-plane restart:
+UNAVAILABLE and DEADLINE_EXCEEDED are retried with jittered exponential backoff, and a round that the
+restarted control plane re-opened is awaited again. Other gRPC errors are raised as
+``grpc.aio.AioRpcError`` with the server's status: INVALID_ARGUMENT naming the field (a bad spec),
+PERMISSION_DENIED (another job's token), FAILED_PRECONDITION (a round still open, a stale round),
+RESOURCE_EXHAUSTED (a model over the server's limit).
 """
 
 from __future__ import annotations
@@ -38,7 +42,13 @@ CHUNK_BYTES = 1 << 20
 
 
 class RoundFailed(RuntimeError):
-    """A round ended without enough results (it may be retried)."""
+    """A round attempt ended without enough results; the round may be retried with ``start_round``.
+
+    Attributes
+    ----------
+    info : propius_pb2.RoundInfo
+        The failed attempt: ``round``, ``attempt``, ``results``, ``state``.
+    """
 
     def __init__(self, info: pb.RoundInfo) -> None:
         super().__init__(f"round {info.round} attempt {info.attempt} failed with {info.results} results")
@@ -47,6 +57,17 @@ class RoundFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class RoundResult:
+    """A closed round: its info, the aggregate and the clients' metrics.
+
+    Attributes
+    ----------
+    info : propius_pb2.RoundInfo
+        The round that closed (``round``, ``attempt``, ``results``, ...).
+    tensors : dict of str to numpy.ndarray
+        The sample-weighted FedAvg of the clients' updates (new weights, not deltas), writable.
+    metrics : dict of str to float
+        Each executor metric's sample-weighted mean over the accepted updates.
+    """
     info: pb.RoundInfo
     tensors: dict[str, np.ndarray]
     metrics: dict[str, float]
@@ -72,8 +93,38 @@ async def retrying(call: Callable[[], Awaitable[T]], *, attempts: int = 40, max_
 
 
 class AsyncJob:
+    """One federated job on a Propius control plane, driven from asyncio.
+
+    Parameters
+    ----------
+    spec : JobSpec
+        The job; validated locally when it was built, and again by the server.
+    server : str, default "127.0.0.1:50051"
+        The control plane's address, ``host:port``.
+    export_trace : bool, default False
+        On completion, the control plane writes the job's CCL-Bench data point
+        (``completed.trace_dir`` names it).
+
+    Attributes
+    ----------
+    job_id, token : str
+        Set by ``register``; the token authorises this job's calls and is never shown to clients.
+    completed : propius_pb2.JobInfo or None
+        The job as ``complete`` left it.
+
+    Examples
+    --------
+    >>> async def train(spec, weights):                                  # doctest: +SKIP
+    ...     async with AsyncJob(spec, "127.0.0.1:50051") as job:
+    ...         for _ in range(spec.rounds):
+    ...             info = await job.start_round()
+    ...             await job.publish_model(info.round, weights)
+    ...             result = await job.await_aggregate(info.round, timeout_s=120, progress=print)
+    ...             weights = result.tensors
+    ...     return weights
+    """
     def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False) -> None:
-        """``export_trace``: on completion, the control plane writes the job's CCL-Bench data point."""
+        """Prepare the job; nothing is sent until ``register`` (or ``async with``)."""
         self.spec = spec
         self.server = server
         self.export_trace = export_trace
@@ -99,6 +150,18 @@ class AsyncJob:
             await self.close()
 
     async def register(self) -> str:
+        """Open a channel and register the job.
+
+        Returns
+        -------
+        str
+            The job's id (also ``self.job_id``).
+
+        Raises
+        ------
+        grpc.aio.AioRpcError
+            INVALID_ARGUMENT naming the field when the server refuses the spec.
+        """
         self._channel = grpc.aio.insecure_channel(self.server, options=channel_options())
         self._jobs = pb_grpc.JobServiceStub(self._channel)
         self._data = pb_grpc.DataServiceStub(self._channel)
@@ -107,6 +170,7 @@ class AsyncJob:
         return self.job_id
 
     async def close(self) -> None:
+        """Close the channel; the job stays as it is on the server. Idempotent."""
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
@@ -115,13 +179,61 @@ class AsyncJob:
         return pb.JobRef(job_id=self.job_id, job_token=self.token)
 
     async def info(self) -> pb.JobInfo:
+        """The job as the control plane sees it now.
+
+        Returns
+        -------
+        propius_pb2.JobInfo
+            State, rounds done, the current round and its counts.
+        """
         return await retrying(lambda: self._jobs.GetJob(pb.GetJobRequest(job_id=self.job_id)))
 
     async def start_round(self, demand: int = 0) -> pb.RoundInfo:
+        """Open the job's next round, or a new attempt of a round that failed.
+
+        Parameters
+        ----------
+        demand : int, default 0
+            Results wanted this round; 0 means the spec's ``demand``.
+
+        Returns
+        -------
+        propius_pb2.RoundInfo
+            The open round: ``round``, ``attempt``, ``demand``, ``target`` (bind slots), ``deadline_unix``.
+
+        Raises
+        ------
+        grpc.aio.AioRpcError
+            FAILED_PRECONDITION when a round of the job is still open or every round has run;
+            INVALID_ARGUMENT for a demand outside [0, 100000].
+        """
         request = pb.StartRoundRequest(job_id=self.job_id, job_token=self.token, demand=demand)
         return await retrying(lambda: self._jobs.StartRound(request))
 
     async def publish_model(self, round_: int, tensors: Mapping[str, np.ndarray]) -> str:
+        """Publish the model clients of round ``round_`` train on.
+
+        Clients bound to the round fetch it as soon as it is published. The tensors are encoded as safetensors
+        and streamed in 1 MiB chunks; the data plane stores them once, by digest.
+
+        Parameters
+        ----------
+        round_ : int
+            The open round (``start_round``'s ``round``).
+        tensors : Mapping[str, numpy.ndarray]
+            The model's weights by name.
+
+        Returns
+        -------
+        str
+            The model's content digest.
+
+        Raises
+        ------
+        grpc.aio.AioRpcError
+            FAILED_PRECONDITION for a round that is not open; RESOURCE_EXHAUSTED for a model over the server's
+            limit.
+        """
         payload = await asyncio.to_thread(encode, tensors)
 
         def chunks() -> Any:
@@ -136,7 +248,29 @@ class AsyncJob:
     async def await_aggregate(
         self, round_: int, timeout_s: float = 600.0, progress: ProgressCallback | None = None
     ) -> RoundResult:
-        """Wait for the round to close and read its aggregate. Raises RoundFailed, TimeoutError."""
+        """Wait for round ``round_`` to close and read its aggregate.
+
+        Parameters
+        ----------
+        round_ : int
+            The round to wait for.
+        timeout_s : float, default 600.0
+            How long to wait in all.
+        progress : callable, optional
+            Called with each ``propius_pb2.RoundInfo`` update of the job (binds, results) while waiting.
+
+        Returns
+        -------
+        RoundResult
+            The aggregate and metrics of the round.
+
+        Raises
+        ------
+        RoundFailed
+            The attempt ended without enough results (start a new attempt to retry).
+        TimeoutError
+            The round did not close within ``timeout_s``.
+        """
         watcher = asyncio.create_task(self._watch_progress(progress)) if progress else None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -177,6 +311,15 @@ class AsyncJob:
                 progress(event.round)
 
     async def watch(self) -> AsyncIterator[pb.JobEvent]:
+        """The job's events as they happen.
+
+        Yields
+        ------
+        propius_pb2.JobEvent
+            First a ``snapshot`` of the job, then one event per change (``round_started``, ``client_bound``,
+            ``update_accepted``, ``client_dropped``, ``round_closed``, ``round_failed``, ...), each with the
+            job's and the round's state after it. The stream ends when the job has finished.
+        """
         async for event in self._jobs.WatchJob(pb.GetJobRequest(job_id=self.job_id)):
             yield event
 
@@ -184,7 +327,33 @@ class AsyncJob:
         self, tensors: Mapping[str, np.ndarray], *, demand: int = 0, timeout_s: float = 600.0,
         max_attempts: int = 3, progress: ProgressCallback | None = None,
     ) -> RoundResult:
-        """Start a round, publish the model, await the aggregate; failed attempts are retried."""
+        """Run one round: start it, publish the model, await the aggregate; failed attempts are retried.
+
+        Parameters
+        ----------
+        tensors : Mapping[str, numpy.ndarray]
+            The model clients train on this round.
+        demand : int, default 0
+            Results wanted; 0 means the spec's ``demand``.
+        timeout_s : float, default 600.0
+            How long each attempt is awaited.
+        max_attempts : int, default 3
+            Attempts before a failed round is raised.
+        progress : callable, optional
+            As in ``await_aggregate``.
+
+        Returns
+        -------
+        RoundResult
+            The round's aggregate and metrics.
+
+        Raises
+        ------
+        RoundFailed
+            Every attempt ended without enough results.
+        TimeoutError
+            An attempt did not close within ``timeout_s``.
+        """
         for attempt in range(max_attempts):
             info = await self.start_round(demand)
             await self.publish_model(info.round, tensors)
@@ -196,17 +365,50 @@ class AsyncJob:
         raise AssertionError("unreachable")
 
     async def complete(self) -> pb.JobInfo:
-        """Complete the job; with ``export_trace``, ``JobInfo.trace_dir`` names its CCL-Bench data point."""
+        """Mark the job completed; ``async with`` does it on a clean exit.
+
+        Returns
+        -------
+        propius_pb2.JobInfo
+            The completed job; with ``export_trace``, ``trace_dir`` names its CCL-Bench data point.
+        """
         request = pb.JobRef(job_id=self.job_id, job_token=self.token, export_trace=self.export_trace)
         self.completed = await retrying(lambda: self._jobs.CompleteJob(request))
         return self.completed
 
     async def cancel(self) -> pb.JobInfo:
+        """Cancel the job and abort its open round; ``async with`` does it when the block raised.
+
+        Returns
+        -------
+        propius_pb2.JobInfo
+            The cancelled job.
+        """
         return await retrying(lambda: self._jobs.CancelJob(self._ref()))
 
 
 class Job:
-    """Synchronous facade over :class:`AsyncJob`; runs its own event loop in a background thread."""
+    """Synchronous facade over :class:`AsyncJob`; runs its own event loop in a background thread.
+
+    Parameters
+    ----------
+    spec : JobSpec
+        The job.
+    server : str, default "127.0.0.1:50051"
+        The control plane's address, ``host:port``.
+    export_trace : bool, default False
+        On completion, the control plane writes the job's CCL-Bench data point.
+
+    Examples
+    --------
+    >>> from propius.specs import JobSpec                                # doctest: +SKIP
+    >>> from clients.executors.models import initial_weights
+    >>> spec = JobSpec.from_yaml("propius/examples/flagship-job.yaml")
+    >>> weights = initial_weights(spec.task, seed=0)
+    >>> with Job(spec, server="127.0.0.1:50051") as job:
+    ...     for _ in range(spec.rounds):
+    ...         weights = job.run_round(weights, timeout_s=120).tensors
+    """
 
     def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False) -> None:
         self._async = AsyncJob(spec, server, export_trace=export_trace)
@@ -219,6 +421,7 @@ class Job:
 
     @property
     def job_id(self) -> str:
+        """The job's id; empty until the ``with`` block registered it."""
         return self._async.job_id
 
     def __enter__(self) -> Job:
@@ -233,7 +436,22 @@ class Job:
             self._thread.join(5)
 
     def run_round(self, tensors: Mapping[str, np.ndarray], **kwargs: Any) -> RoundResult:
+        """Run one round; see :meth:`AsyncJob.run_round` for the keyword arguments.
+
+        Returns
+        -------
+        RoundResult
+            The round's aggregate and metrics.
+
+        Raises
+        ------
+        RoundFailed
+            Every attempt ended without enough results.
+        TimeoutError
+            An attempt did not close within its timeout.
+        """
         return self._run(self._async.run_round(tensors, **kwargs))
 
     def info(self) -> pb.JobInfo:
+        """The job as the control plane sees it now (:meth:`AsyncJob.info`)."""
         return self._run(self._async.info())

@@ -1,6 +1,6 @@
 """``flower-clientapp``: a Propius executor that runs a Flower app's ClientApp.
 
-The round's model is a bundle of Flower messages (:mod:`propius.flower.codec`); the executor runs
+The round's model is a bundle of Flower messages (:mod:`clients.flower.codec`); the executor runs
 this node's messages through the app's ClientApp in a long-lived worker process
 (:mod:`clients.flower.workers`), with the node's Flower Context for the run
 (:mod:`clients.flower.contexts`), and uploads the replies as a bundle too. A node the ServerApp sent
@@ -15,11 +15,11 @@ import logging
 
 from clients.executors.base import Executor, Task, TaskResult
 from clients.flower.allowed import ENV, is_allowed
+from clients.flower.codec import bundle_tensors, decode_bundle
 from clients.flower.contexts import context_store
 from clients.flower.framing import Exchange
+from clients.flower.ids import node_id_for
 from clients.flower.workers import AppRef, worker_pool
-from propius.flower.codec import bundle_tensors, decode_bundle
-from propius.flower.ids import node_id_for
 from propius.specs import TaskConfig
 
 __all__ = ["FlowerClientAppExecutor"]

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from clients.executors.architecture import int_option, mlp_dims, require_known_model
 from propius.specs import TaskConfig
 
 __all__ = [
@@ -35,26 +36,11 @@ _CENTRE_RADIUS = 2.6
 best possible accuracy is about 0.92, so the task needs a few rounds, not one step."""
 
 
-def _int_option(config: TaskConfig, name: str, default: int, minimum: int = 1) -> int:
-    value = config.options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < minimum:
-        raise ValueError(f"task.options.{name}: expected an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _dims(config: TaskConfig) -> tuple[int, int, int]:
-    return (
-        _int_option(config, "in_dim", 16),
-        _int_option(config, "hidden", 32),
-        _int_option(config, "classes", 4),
-    )
-
-
 def build_model(config: TaskConfig) -> nn.Module:
-    """The model named by ``config.model``; only ``mlp`` (options in_dim, hidden, classes) exists."""
-    if config.model != "mlp":
-        raise ValueError(f"task.model: unknown model {config.model!r}; known: 'mlp'")
-    in_dim, hidden, classes = _dims(config)
+    """The model named by ``config.model``; only ``mlp`` (options in_dim, hidden, classes) exists. Its weights
+    are :func:`clients.executors.architecture.weight_shapes`."""
+    require_known_model(config)
+    in_dim, hidden, classes = mlp_dims(config)
     return nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, classes))
 
 
@@ -81,13 +67,13 @@ def load_numpy(module: nn.Module, weights: dict[str, np.ndarray]) -> None:
 
 
 def _data_seed(config: TaskConfig) -> int:
-    return _int_option(config, "data_seed", 0, minimum=0)
+    return int_option(config, "data_seed", 0, minimum=0)
 
 
 def _centres(config: TaskConfig) -> np.ndarray:
     """Orthogonal centres (random directions when classes exceed dimensions): every data seed gets an
     equally hard task."""
-    in_dim, _, classes = _dims(config)
+    in_dim, _, classes = mlp_dims(config)
     directions = np.random.default_rng((_data_seed(config), 0)).standard_normal((in_dim, classes))
     if classes <= in_dim:
         directions, _ = np.linalg.qr(directions)

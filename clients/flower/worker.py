@@ -22,9 +22,9 @@ from flwr.common.constant import ErrorCode
 from flwr.supercore.object_ref import load_app
 from flwr.supercore.task_identity import TaskIdentity
 
+from clients.flower.codec import deflate_message, inflate_message, stamp_id
 from clients.flower.contexts import decode_context, encode_context
 from clients.flower.framing import READY, Exchange, read_exchange, write_exchange, write_frames
-from propius.flower.codec import deflate_message, inflate_message, stamp_id
 
 __all__ = ["main"]
 

@@ -21,8 +21,8 @@ from functools import cache
 from flwr.app import Error, Message
 from flwr.common.constant import ErrorCode
 
+from clients.flower.codec import deflate_message, inflate_message, stamp_id
 from clients.flower.framing import READY, Exchange, read_exchange, read_frames, write_exchange
-from propius.flower.codec import deflate_message, inflate_message, stamp_id
 
 __all__ = ["AppRef", "Worker", "WorkerPool", "worker_pool"]
 

@@ -27,8 +27,8 @@ import grpc
 from flwr.app import Message
 from flwr.server.superlink.linkstate.utils import create_message_error_unavailable_res_message
 
-from propius.flower.codec import encode_bundle
-from propius.flower.ids import node_id_for
+from clients.flower.codec import encode_bundle
+from clients.flower.ids import node_id_for
 from propius.flower.job import FlowerJob
 from propius.flower.partitions import PartitionMap
 from propius.flower.wave import Wave
@@ -90,7 +90,7 @@ class Driver:
         return wave.nodes
 
     async def push(self, messages: list[Message]) -> Wave | None:
-        """Messages with ids set (see :func:`propius.flower.codec.stamp_id`), all into one wave."""
+        """Messages with ids set (see :func:`clients.flower.codec.stamp_id`), all into one wave."""
         if not messages:
             return None
         await self._end_warm_up()

@@ -17,7 +17,7 @@ from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
-from propius.flower.codec import stamp_id
+from clients.flower.codec import stamp_id
 from propius.flower.driver import Driver
 from propius.flower.job import FlowerJob
 from propius.flower.partitions import PartitionMap

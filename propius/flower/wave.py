@@ -16,9 +16,9 @@ import numpy as np
 from flwr.app import Message
 from flwr.server.superlink.linkstate.utils import create_message_error_unavailable_res_message
 
+from clients.flower.codec import CodecError, decode_bundle, stamp_id
+from clients.flower.ids import node_id_for
 from data_plane.tensors import PayloadError, decode
-from propius.flower.codec import CodecError, decode_bundle, stamp_id
-from propius.flower.ids import node_id_for
 
 __all__ = ["Wave"]
 

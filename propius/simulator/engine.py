@@ -4,37 +4,42 @@ One ``heapq`` of ``(time, seq, kind, a, b)`` tuples; ``seq`` breaks ties in push
 a pure function of (workload, population, policy, config). Each client has at most a few events
 pending (its next on/off switch and its task's end), and idle clients wait in a
 :class:`~propius.simulator.waitpool.WaitPool` instead of polling, so the event count grows with binds,
-not with idle time. Decisions go through the live code paths: ``control_plane.scheduler.job_view``
-builds what the policy sees, ``Policy.order`` orders it, ``control_plane.matching.offer_candidates``
-picks the offers (see :mod:`propius.simulator.selection`) and ``supply_by_class`` classifies clients.
+not with idle time. Every decision is the scheduling core's (:mod:`control_plane.scheduling`), which
+the live control plane drives too: ``job_view`` builds what the policy sees, ``order_open_rounds``
+orders it, ``offer_candidates`` picks the offers (see :mod:`propius.simulator.selection`),
+``supply_by_class`` classifies clients, an ``Attempt`` per open round tracks its members, and
+``estimate_fastest_fill``, ``WakeRule``, ``plan_round`` and ``retry_delay`` are the live rules.
 
-Round semantics follow the control plane: a round opens with ``target = bind_target(demand)`` slots
-and a deadline ``schedule_timeout + execution_timeout`` later; clients start their task as soon as
-they bind; it closes when ``demand`` results arrived, else fails at the deadline and is re-run as a new
+Round semantics follow the control plane: a round opens as ``plan_round`` says; clients start their
+task as soon as they bind; it closes when ``demand`` results arrived, else fails at the deadline and is re-run as a new
 attempt. A client whose window closes mid-task holds its slot until its lease expires
 (``lease_s``). Stragglers still working when a round closes are released at once.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from control_plane.jobs import ActiveJob
-from control_plane.matching import supply_by_class
+from control_plane.scheduling.fastest_fill import FillEstimates, estimate_fastest_fill
+from control_plane.scheduling.history import ClientHistory
+from control_plane.scheduling.matching import supply_by_class
+from control_plane.scheduling.ordering import order_open_rounds
+from control_plane.scheduling.rounds import retry_delay
+from control_plane.scheduling.state import ActiveJob
+from control_plane.scheduling.wake import WakeRule
 from policies import JobView, Policy, SchedulingContext
-from policies.fastest_fill import FILL_PERIOD_S, fastest_fill_at
-from policies.history import ClientHistory
+from propius.config import Settings
 from propius.simulator.jobs import SimJob
 from propius.simulator.partition import partition
 from propius.simulator.population import Population
 from propius.simulator.selection import CentralSelection, ClientRandomSelection, Selection, StaticSelection
 from propius.simulator.waitpool import WaitPool
 from propius.simulator.workload import Workload
+from propius.specs import AttributeValue
 
 __all__ = ["Mode", "SimConfig", "Simulation"]
 
@@ -42,17 +47,27 @@ Mode = Literal["central", "static", "client-random"]
 ON, OFF, ARRIVE, DONE, DEADLINE, LEASE, SUPPLY, CHECKIN = range(8)
 
 
+def _live(setting: str) -> Any:
+    """The live control plane's default of ``setting`` (:class:`propius.config.Settings`)."""
+    return Settings.model_fields[setting].default
+
+
 @dataclass(frozen=True)
 class SimConfig:
+    """How the simulated control plane is set up; every default is the live one, except ``supply_period_s``."""
+
     mode: Mode = "central"
     seed: int = 0  # policies' ctx.seed and the client-side random choices
-    lease_s: float = 10.0  # live default: a dropped client's slot is freed this long after it vanished
-    max_offers: int = 4  # live default
-    overwake: float = 2.0  # live WaitQueue default
-    supply_period_s: float = 30.0  # supply and speed-tier estimates are refreshed this often
-    speed_tiers: int = 3
-    retry_s: float = 30.0  # live max_wait_s: a client without a bind retries after U(0.5, 1) x this
-    fill_period_s: float = FILL_PERIOD_S  # JobView.fastest_fill_at is re-estimated this often, as live
+    lease_s: float = _live("lease_s")  # a dropped client's slot is freed this long after it vanished
+    max_offers: int = _live("max_offers")
+    wake: WakeRule = WakeRule()
+    # Supply and speed-tier estimates are refreshed this often. Live it is every 5 s; the simulator
+    # re-counts its whole population at each refresh, so it does it every 30 s to keep 100k-client
+    # runs fast (the published benchmark tables use 30 s).
+    supply_period_s: float = 30.0
+    speed_tiers: int = _live("speed_tiers")
+    retry_s: float = _live("max_wait_s")  # a client without a bind retries after retry_delay(this)
+    fill_period_s: float = _live("fill_period_s")  # JobView.fastest_fill_at is re-estimated this often
 
 
 class Simulation:
@@ -63,7 +78,7 @@ class Simulation:
         self.config = config
         self.rng = random.Random(config.seed)
         self.history = ClientHistory()
-        self.pool = WaitPool(config.overwake)
+        self.pool = WaitPool(config.wake)
         classes: dict[str, object] = {}
         self.jobs: list[SimJob] = []
         for index, item in enumerate(workload.jobs):
@@ -90,7 +105,7 @@ class Simulation:
         self.supply: dict[str, int] = dict.fromkeys(self.classes, 0)
         self.tiers: tuple[float, ...] = ()
         self._ordered: list[JobView] = []
-        self._fill: dict[int, tuple[int, float, float | None]] = {}  # job -> (round token, at, fastest_fill_at)
+        self._fill = FillEstimates(config.fill_period_s)
         self._checking: set[int] = set()  # idle, their check-in event pending (released at a close, or woken)
         self._dirty = True
         self._heap: list[tuple[float, int, int, int, int]] = []
@@ -100,8 +115,6 @@ class Simulation:
         self.remaining = len(self.jobs)
         self.events = 0
         self.binds = 0
-        self.handshakes = 0
-        self.wasted_handshakes = 0
         self.dropped = 0
         self.busy_s = 0.0
         self.useful_s = 0.0
@@ -122,7 +135,7 @@ class Simulation:
 
     def _selection(self) -> Selection:
         if self.config.mode == "static":
-            return StaticSelection(partition(self, self.config.seed))
+            return StaticSelection(partition(self.jobs, self.class_mask, self.private_ok, self.config.seed))
         if self.config.mode == "client-random":
             return ClientRandomSelection()
         return CentralSelection()
@@ -135,38 +148,21 @@ class Simulation:
             views = [self.view_of(job) for job in self.jobs if job.state == "open"]
             ctx = SchedulingContext(now=self.now, supply_by_class=self.supply, seed=self.config.seed,
                                     speed_tiers=self.tiers)
-            self._ordered = self.policy.order(views, ctx)
-            if self._ordered and self.policy.wants_fastest_fill:
-                head = self.by_id[self._ordered[0].job_id]
-                self._ordered[0] = dataclasses.replace(self._ordered[0], fastest_fill_at=self._fastest_fill_at(head))
+            self._ordered = order_open_rounds(self.policy, views, ctx,
+                                              lambda head: self._fastest_fill_at(self.by_id[head.job_id]))
             self._dirty = False
         return self._ordered
 
     def _fastest_fill_at(self, job: SimJob) -> float | None:
-        """``JobView.fastest_fill_at`` of ``job`` from the learned estimates, as the live scheduler does:
-        over the clients that delivered to the job before (the only ones its private constraints are
-        known to admit) and not yet in this attempt. Recomputed every ``fill_period_s``."""
-        cached = self._fill.get(job.index)
-        if cached is not None and cached[0] == job.token and self.now - cached[1] < self.config.fill_period_s:
-            return cached[2]
-        view, estimate = self.view_of(job), self.history.estimate
+        """``JobView.fastest_fill_at`` of ``job`` from the learned estimates, as the live scheduler computes
+        it, recomputed every ``fill_period_s``."""
+        def estimate() -> float | None:
+            others = [(self.view_of(other), other.current) for other in self.jobs
+                      if other is not job and other.state == "open"]
+            return estimate_fastest_fill(self.view_of(job), job.current, others, job.served,
+                                         self._idle(job.class_bit), self.history.estimate, self.now)
 
-        def candidate(client: int) -> bool:
-            return client in job.served and client not in job.joined
-
-        busy = []
-        for other in self.jobs:
-            if other is not job and other.state == "open":
-                other_view = self.view_of(other)
-                for c in filter(candidate, other.members):
-                    learned = estimate(c)
-                    if (current_s := learned.task_s(other_view)) is not None:
-                        busy.append((self.bound_at[c] + current_s, learned.task_s(view)))
-        members = ((self.bound_at[c], estimate(c).task_s(view)) for c in job.members)
-        idle = (estimate(c).task_s(view) for c in filter(candidate, self._idle(job.class_bit)))
-        value = fastest_fill_at(self.now, job.target - job.results, members, busy, idle)
-        self._fill[job.index] = (job.token, self.now, value)
-        return value
+        return self._fill.get(job.index, job.token, self.now, estimate)
 
     def _idle(self, bit: int) -> Iterator[int]:
         """Online clients of the class ``bit`` bound to no round: waiting, or about to check in."""
@@ -178,6 +174,13 @@ class Simulation:
             return job.view
         shape = (job.spec.task.work_samples, job.workload.model_size_kbit)
         return job.build_view(self.supply[job.key], self.history.fast_task_s(*shape, self.config.speed_tiers))
+
+    @property
+    def max_offers(self) -> int:
+        return self.config.max_offers
+
+    def profile(self, client: int) -> Mapping[str, AttributeValue]:
+        return self.population.profiles[client]
 
     def context(self, client: int, now: float) -> SchedulingContext:
         return SchedulingContext(now=now, supply_by_class=self.supply, seed=self.config.seed,
@@ -193,7 +196,7 @@ class Simulation:
 
     def joined_by(self, client: int) -> Callable[[JobView], bool]:
         """Whether ``client`` already joined a view's open round (the live ``SchedulerView.bound_to``)."""
-        return lambda view: client in self.by_id[view.job_id].joined
+        return lambda view: client in self.by_id[view.job_id].current.joined
 
     def first_accepted(self, client: int, offers: list[JobView]) -> SimJob | None:
         """The first offer the device's private constraints admit and the bind accepts (as clients.device does).
@@ -271,7 +274,7 @@ class Simulation:
         index = self.busy[client]
         if index >= 0:
             job = self.jobs[index]
-            job.expected -= job.members.pop(client)
+            job.current.left(client)
             job.view = None
             self._dirty = True
             self.busy_s += self.now - self.bound_at[client]
@@ -292,22 +295,16 @@ class Simulation:
             self._bind(client, job)
         elif self.selection.polls:
             self.token[client] += 1
-            self._push(self.now + self.config.retry_s * self.rng.uniform(0.5, 1.0), CHECKIN, client,
-                       self.token[client])
+            self._push(self.now + retry_delay(self.config.retry_s, self.rng), CHECKIN, client, self.token[client])
         else:
             mask = self.selection.wake_mask(self, client)
             if mask:
                 self.pool.add(client, mask)
 
     def _bind(self, client: int, job: SimJob) -> None:
-        reliability = self.history.estimate(client).reliability
         job.bound += 1
         job.binds += 1
-        job.members[client] = reliability
-        job.joined.add(client)
-        job.expected += reliability
-        if job.filled_at is None and job.bound >= job.spec.demand:
-            job.filled_at = self.now
+        job.current.bound(client, self.now, self.history.estimate(client).reliability, job.bound)
         job.view = None
         self._dirty = True
         self.binds += 1
@@ -330,12 +327,12 @@ class Simulation:
         job.work_s += elapsed
         job.results += 1
         job.served.add(client)
-        job.expected += 1.0 - job.members.pop(client)
+        job.current.delivered(client)
         job.view = None
         self._dirty = True
         download, train, _ = self.population.task_s(client, job.spec.task.work_samples, job.workload.model_size_kbit)
         self.history.delivered(client, download, train, job.spec.task.work_samples, job.workload.model_size_kbit)
-        if job.results >= job.spec.results_to_close:
+        if job.results >= job.min_results:
             self._close(job, succeeded=True)
         self._check_in(client)
 
@@ -357,7 +354,7 @@ class Simulation:
         self._wake(job, job.target)
 
     def _close(self, job: SimJob, succeeded: bool) -> None:
-        released = list(job.members)
+        released = list(job.current.members)
         for client in released:
             elapsed = self.now - self.bound_at[client]
             self.busy_s += elapsed

@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from control_plane.hot_state import RoundState
-from control_plane.jobs import ActiveJob
-from control_plane.scheduler import job_view
+from control_plane.scheduling.attempts import Attempt
+from control_plane.scheduling.round_timings import RoundTimings
+from control_plane.scheduling.rounds import plan_round
+from control_plane.scheduling.state import ActiveJob, RoundState, job_view
 from policies import JobView
-from policies.round_timings import RoundTimings
 from propius.simulator.workload import WorkloadJob
 from propius.specs import JobSpec
 
@@ -51,13 +51,11 @@ class SimJob:
     opened_at: float = 0.0
     deadline_at: float = 0.0
     target: int = 0
+    min_results: int = 0
     bound: int = 0  # clients holding a slot (working, or dropped and not yet reaped)
     results: int = 0
-    members: dict[int, float] = field(default_factory=dict)  # working client -> its reliability at bind
-    joined: set[int] = field(default_factory=set)  # every client bound in this attempt (binds once, as live)
+    current: Attempt = field(default_factory=lambda: Attempt(0, 0, 0.0, 0))  # the open (or last) attempt
     served: set[int] = field(default_factory=set)  # delivered to this job: its private constraints admit them
-    expected: float = 0.0  # results + sum of members' reliabilities
-    filled_at: float | None = None  # when the demand-th client bound
     binds: int = 0  # in this attempt
     work_s: float = 0.0  # client-seconds of tasks delivered in this attempt (useful only if it succeeds)
     busy_at_finish: float = 0.0  # the simulation's busy / useful client-seconds when the job finished
@@ -76,21 +74,20 @@ class SimJob:
         return self.target - self.bound if self.state == "open" else 0
 
     def open_round(self, now: float, token: int) -> None:
+        plan = plan_round(self.spec, self.spec.demand, now)
         self.state = "open"
         self.token = token
-        self.opened_at = now
-        self.deadline_at = now + self.spec.schedule_timeout_s + self.spec.execution_timeout_s
-        self.target = self.spec.bind_target(self.spec.demand)
+        self.opened_at = plan.opened_at
+        self.deadline_at = plan.deadline_at
+        self.target = plan.target
+        self.min_results = plan.min_results
         self.bound = self.results = self.binds = 0
         self.work_s = 0.0
-        self.members = {}
-        self.joined = set()
-        self.expected = 0.0
-        self.filled_at = None
+        self.current = Attempt(self.rounds_done, self.attempt, now, plan.demand)
         self.view = None
 
     def finish_round(self, now: float, succeeded: bool) -> None:
-        schedule_s, response_s = self.timings.finished(self.opened_at, self.filled_at, now)
+        schedule_s, response_s = self.timings.finished(self.opened_at, self.current.filled_at, now)
         self.history.append(RoundRecord(self.rounds_done, self.attempt, self.opened_at, now, succeeded,
                                         schedule_s, response_s, self.binds))
         if succeeded:
@@ -99,7 +96,7 @@ class SimJob:
             self.active = dataclasses.replace(self.active, rounds_done=self.rounds_done)
         else:
             self.attempt += 1
-        self.members = {}
+        self.current.members.clear()
         self.bound = 0
         self.view = None
         if self.rounds_done >= self.workload.rounds:
@@ -111,7 +108,7 @@ class SimJob:
     def round_state(self) -> RoundState:
         return RoundState(
             job_id=self.job_id, round=self.rounds_done, attempt=self.attempt, state=self.state,
-            demand=self.spec.demand, target=self.target, min_results=self.spec.results_to_close,
+            demand=self.spec.demand, target=self.target, min_results=self.min_results,
             bound=self.bound, results=self.results, started_at=self.opened_at, deadline_at=self.deadline_at,
             closed_at=0.0, model_digest="", aggregate_digest="",
         )
@@ -121,7 +118,7 @@ class SimJob:
         if self.view is None:
             self.view = dataclasses.replace(
                 job_view(self.active, self.round_state(), supply), model_size_kbit=self.workload.model_size_kbit,
-                expected_results=self.expected, recent_schedule_s=self.timings.recent_schedule_s,
+                expected_results=self.current.expected, recent_schedule_s=self.timings.recent_schedule_s,
                 recent_response_s=self.timings.recent_response_s, fast_task_s=fast_task_s,
             )
         return self.view

@@ -100,7 +100,7 @@ def summarize(sim: Simulation, policy_name: str, wall_s: float) -> RunMetrics:
         rounds=sum(len(job.history) for job in jobs), failed_rounds=sum(r.failed_rounds for r in results),
         makespan_s=makespan, utilization=useful / (n * makespan),
         utilization_active=useful / online if online else 0.0, busy_utilization=busy / (n * makespan),
-        binds=binds, binds_per_s=binds / makespan, handshakes=sim.handshakes,
-        wasted_handshakes=sim.wasted_handshakes, dropped_tasks=sim.dropped, events=sim.events, wall_s=wall_s,
+        binds=binds, binds_per_s=binds / makespan, handshakes=sim.selection.handshakes,
+        wasted_handshakes=sim.selection.wasted_handshakes, dropped_tasks=sim.dropped, events=sim.events, wall_s=wall_s,
         events_per_s=sim.events / wall_s if wall_s > 0 else 0.0, jobs=results,
     )

@@ -12,22 +12,23 @@ stays unassigned. When a job finishes, its clients idle: that is the utilization
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
-if TYPE_CHECKING:
-    from propius.simulator.engine import Simulation
+from propius.simulator.jobs import SimJob
 
 __all__ = ["partition"]
 
 
-def partition(sim: Simulation, seed: int) -> list[int]:
-    """client -> pinned job index (-1: none), for a simulation built in static mode."""
-    jobs = sim.jobs
+def partition(
+    jobs: Sequence[SimJob], class_mask: Sequence[int], private_ok: Callable[[int, SimJob], bool], seed: int,
+) -> list[int]:
+    """client -> pinned job index (-1: none); ``class_mask``: each client's eligibility classes as bits,
+    ``private_ok``: whether a job's private constraints admit a client."""
     quota = [job.spec.bind_target(job.spec.demand) for job in jobs]
     demand = [job.spec.demand for job in jobs]
     options = [
-        [job.index for job in jobs if sim.class_mask[c] & job.class_bit and sim.private_ok(c, job)]
-        for c in range(len(sim.population))
+        [job.index for job in jobs if mask & job.class_bit and private_ok(c, job)]
+        for c, mask in enumerate(class_mask)
     ]
     order = list(range(len(options)))
     random.Random(seed).shuffle(order)

@@ -20,6 +20,7 @@ __all__ = [
     "TraceMetrics",
     "check_data_point",
     "compute_metrics",
+    "data_point_exporter",
     "export_job",
     "load_data_point",
     "try_export_job",
@@ -27,7 +28,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("export_job", "try_export_job"):
+    if name in ("data_point_exporter", "export_job", "try_export_job"):
         from propius.trace import export
 
         return getattr(export, name)

@@ -8,14 +8,16 @@ never sees half a data point, and a re-export never leaves stale rank files from
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from control_plane.store import Store
+from propius.config import Settings
 from propius.specs import JobSpec
 from propius.trace.card import write_card
 from propius.trace.chrome import NoTraceError, build_rank_traces
@@ -23,7 +25,10 @@ from propius.trace.format import RUN_SCRIPT, card_file, rank_file, sanitize_name
 from propius.trace.runscript import run_script
 from propius.trace.workload import JobFacts, build_card
 
-__all__ = ["NoTraceError", "export_job", "read_only_sqlite_url", "try_export_job"]
+if TYPE_CHECKING:
+    from control_plane.job_service import TraceExporter
+
+__all__ = ["NoTraceError", "data_point_exporter", "export_job", "read_only_sqlite_url", "try_export_job"]
 
 log = logging.getLogger(__name__)
 
@@ -100,3 +105,16 @@ def try_export_job(store: Store, job_id: str, out_dir: Path, **options: Any) -> 
         return None
     log.info("job %s exported as a CCL-Bench data point: %s", job_id, folder)
     return folder
+
+
+def data_point_exporter(settings: Settings) -> TraceExporter:
+    """The control plane's trace exporter (``ControlPlane(settings, trace_exporter=...)``): ``try_export_job``
+    in a worker thread, into ``settings.trace_export_dir`` (else ``data_dir/traces``), the card naming the
+    plane's policy."""
+    out_dir = settings.trace_export_dir or settings.data_dir / "traces"
+    policy = settings.policy
+
+    async def export(store: Store, job_id: str) -> Path | None:
+        return await asyncio.to_thread(try_export_job, store, job_id, out_dir, policy=policy)
+
+    return export

@@ -7,12 +7,14 @@ what a FL job cannot honestly state in GPU terms (link bandwidth, a scale-up dom
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from clients.executors.architecture import weight_shapes
 from control_plane.store import BindingRecord, JobRecord, RoundRecord, TraceEventRecord
 from propius.specs import JobSpec, TaskConfig
 from propius.trace.card import (
@@ -54,15 +56,14 @@ def _version(package: str) -> str | None:
 
 
 def _model_arch(task: TaskConfig) -> dict[str, Any] | None:
-    """Parameter count of the job's real initial weights; None where the model code (torch) is absent."""
+    """Parameter and layer count of the job's model, from its weight shapes (no torch in the control plane's
+    process, which exports); None for a model or options the executors do not know."""
     try:
-        from clients.executors.models import initial_weights
-
-        weights = initial_weights(task, seed=0)
-    except (ImportError, ValueError):
+        shapes = weight_shapes(task)
+    except ValueError:
         return None
-    return {"num_params": int(sum(array.size for array in weights.values())),
-            "num_layers": sum(1 for array in weights.values() if array.ndim == 2)}
+    return {"num_params": sum(math.prod(shape) for shape in shapes.values()),
+            "num_layers": sum(1 for shape in shapes.values() if len(shape) == 2)}
 
 
 def _samples_per_round(facts: JobFacts) -> int:

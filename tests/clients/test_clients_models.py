@@ -1,8 +1,12 @@
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 from clients.codec import decode, encode
+from clients.executors.architecture import num_params, weight_shapes
 from clients.executors.models import (
     build_model,
     evaluate,
@@ -76,3 +80,16 @@ def test_untrained_model_is_near_chance() -> None:
     result = evaluate(CONFIG, initial_weights(CONFIG, 0), n=500)
     assert set(result) == {"loss", "accuracy"}
     assert result["accuracy"] < 0.7
+
+
+@pytest.mark.parametrize("options", [{}, {"in_dim": 5, "hidden": 7, "classes": 3}])
+def test_weight_shapes_are_the_models_without_torch(options) -> None:
+    config = TaskConfig(options=options)
+    weights = initial_weights(config, seed=0)
+    assert weight_shapes(config) == {name: array.shape for name, array in weights.items()}
+    assert list(weight_shapes(config)) == list(weights)  # state-dict order
+    assert num_params(config) == sum(array.size for array in weights.values())
+    with pytest.raises(ValueError, match="unknown model"):
+        weight_shapes(TaskConfig(model="resnet"))
+    code = "import sys, clients.executors.architecture; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -11,12 +11,10 @@ import numpy as np
 import pytest
 
 from control_plane.events import Event
-from control_plane.hot_state import RoundState
-from control_plane.jobs import ActiveJob
 from control_plane.observations import LiveObservations
-from control_plane.scheduler import job_view
-from policies.history import ClientHistory
-from policies.round_timings import RoundTimings
+from control_plane.scheduling.history import ClientHistory
+from control_plane.scheduling.round_timings import RoundTimings
+from control_plane.scheduling.state import ActiveJob, RoundState, job_view
 from propius.specs import JobSpec
 
 SPEC = JobSpec.parse({"name": "seen", "demand": 2, "over_selection": 1.5, "task": {"local_steps": 2, "batch_size": 5}})

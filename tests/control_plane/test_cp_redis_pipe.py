@@ -80,6 +80,7 @@ async def test_hot_state_offers_and_bind_on_either_path(redis_url, key_prefix, l
     (which serves rediss:// URLs): an offer binds once, only for its client and session, never past the target."""
     from control_plane.binding import make_offer_id
     from control_plane.hot_state import HotState
+    from control_plane.scheduling.state import RoundState
     from propius.specs import ClientProfile
 
     client = aioredis.Redis.from_url(redis_url, decode_responses=True)
@@ -87,8 +88,10 @@ async def test_hot_state_offers_and_bind_on_either_path(redis_url, key_prefix, l
     hot = HotState(client, key_prefix, pipe=pipe)
     try:
         now = time.time()
-        state = await hot.open_round("job1", round_=0, attempt=0, demand=1, target=1, min_results=1,
-                                     started_at=now, deadline_at=now + 60)
+        state = RoundState(job_id="job1", round=0, attempt=0, state="open", demand=1, target=1, min_results=1,
+                           bound=0, results=0, started_at=now, deadline_at=now + 60, closed_at=0.0, model_digest="",
+                           aggregate_digest="")
+        await hot.open_round(state)
         tokens, offers = {}, {}
         for name in ("a", "b", "ü-c"):
             offers[name] = make_offer_id("job1", 0, 0)

@@ -9,9 +9,9 @@ from collections.abc import Callable
 import grpc
 from flwr.app import ConfigRecord, Message, RecordDict
 
+from clients.flower.codec import decode_bundle, encode_bundle, stamp_id
+from clients.flower.ids import node_id_for
 from data_plane.tensors import decode, encode
-from propius.flower.codec import decode_bundle, encode_bundle, stamp_id
-from propius.flower.ids import node_id_for
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.sdk import channel_options

@@ -11,9 +11,9 @@ from flwr.common.constant import ErrorCode
 
 from clients.executors import Task, load_executor
 from clients.flower import contexts, workers
+from clients.flower.codec import decode_bundle, encode_bundle, stamp_id
 from clients.flower.contexts import MemoryContexts, RedisContexts, decode_context
-from propius.flower.codec import decode_bundle, encode_bundle, stamp_id
-from propius.flower.ids import node_id_for
+from clients.flower.ids import node_id_for
 from propius.specs import TaskConfig
 
 from .conftest import APPS

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 
+from clients.flower.codec import MANIFEST, CodecError, decode_bundle, encode_bundle, stamp_id
 from data_plane.tensors import decode, encode
-from propius.flower.codec import MANIFEST, CodecError, decode_bundle, encode_bundle, stamp_id
 from propius.flower.partitions import PartitionMap
 from propius.flower.project import FlowerProject, RunOptions
 

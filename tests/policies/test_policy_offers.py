@@ -1,9 +1,9 @@
-"""``control_plane.matching.offer_candidates``: the offers a client gets, in the policy's order (the live
+"""``control_plane.scheduling.matching.offer_candidates``: the offers a client gets, in the policy's order (the live
 binder and the simulator both call it)."""
 
 from __future__ import annotations
 
-from control_plane.matching import offer_candidates
+from control_plane.scheduling.matching import offer_candidates
 from policies import load_policy
 from propius.specs import Constraints
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from control_plane.binding import Binder
-from control_plane.hot_state import RoundState
-from control_plane.matching import offer_candidates, supply_by_class
 from control_plane.scheduler import SchedulerView
+from control_plane.scheduling.matching import offer_candidates, supply_by_class
+from control_plane.scheduling.state import RoundState
 from policies import JobView, load_policy
+from propius.config import Settings
 from propius.simulator import PopulationModel, SimConfig, Simulation, Workload, make_population
 
 
@@ -54,7 +54,7 @@ def test_views_order_and_offers_match_the_live_snapshot_path(tiny: Workload, day
     for policy_name in ("fifo", "srsf", "las", "fair-share", "irs", "propius"):
         sim = _mid_run(tiny, day, policy_name)
         live = SchedulerView(FakeHot({j.job_id: j.round_state() for j in sim.jobs}),  # type: ignore[arg-type]
-                             FakeJobs([j.active for j in sim.jobs]), sim.policy, seed=sim.config.seed)  # type: ignore[arg-type]
+                             FakeJobs([j.active for j in sim.jobs]), sim.policy, Settings(), seed=sim.config.seed)  # type: ignore[arg-type]
         live.supply = dict(sim.supply)
         asyncio.run(live.refresh_states())
         snapshot = live.snapshot()
@@ -72,8 +72,8 @@ def test_views_order_and_offers_match_the_live_snapshot_path(tiny: Workload, day
                 assert live_offers == [v.job_id for v in offer_candidates(attrs, sim_views, sim.policy, ctx, 4)]
 
 
-def test_the_binder_uses_the_same_offer_candidates() -> None:
-    assert Binder._offers.__code__.co_names.count("offer_candidates") == 1
+def test_the_live_check_in_uses_the_same_offer_candidates() -> None:
+    assert SchedulerView.offers_for.__code__.co_names.count("offer_candidates") == 1
 
 
 def test_class_masks_agree_with_supply_by_class(tiny: Workload, day: PopulationModel) -> None:
@@ -117,7 +117,8 @@ def test_the_live_snapshot_sets_it_on_the_head_from_the_observations(tiny: Workl
     sim = _mid_run(tiny, day, "propius")
     head_id = sim.ordered_views()[0].job_id
     live = SchedulerView(FakeHot({j.job_id: j.round_state() for j in sim.jobs}),  # type: ignore[arg-type]
-                         FakeJobs([j.active for j in sim.jobs]), load_policy("propius", wait_for_faster=True))  # type: ignore[arg-type]
+                         FakeJobs([j.active for j in sim.jobs]), load_policy("propius", wait_for_faster=True),
+                         Settings())  # type: ignore[arg-type]
     live.supply = dict(sim.supply)
     asked = []
 

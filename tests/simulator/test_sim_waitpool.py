@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from control_plane.scheduling.wake import WakeRule
 from control_plane.waiters import WaitQueue
 from policies import load_policy
 from propius.simulator import PopulationModel, SimConfig, Simulation, Workload, make_population
@@ -13,7 +14,7 @@ STRICT, LOOSE = 0b01, 0b10  # class bits; a strict-class client is eligible for 
 
 
 def test_oldest_first_across_eligibility_masks() -> None:
-    pool = WaitPool(overwake=1.0)
+    pool = WaitPool(WakeRule(overwake=1.0))
     for client, mask in [(1, LOOSE), (2, STRICT | LOOSE), (3, LOOSE), (4, STRICT | LOOSE), (5, STRICT)]:
         pool.add(client, mask)
     assert pool.wake(LOOSE, 3) == [1, 2, 3]  # arrival order over both masks that have the bit
@@ -22,7 +23,7 @@ def test_oldest_first_across_eligibility_masks() -> None:
 
 
 def test_a_wake_key_picks_the_lowest_keys_and_the_oldest_among_equals() -> None:
-    pool = WaitPool(overwake=1.0)
+    pool = WaitPool(WakeRule(overwake=1.0))
     task_s = {1: 90.0, 2: 30.0, 3: 60.0, 4: 30.0, 5: 10.0}
     for client, mask in [(1, LOOSE), (2, STRICT | LOOSE), (3, LOOSE), (4, LOOSE), (5, STRICT)]:
         pool.add(client, mask)
@@ -32,7 +33,7 @@ def test_a_wake_key_picks_the_lowest_keys_and_the_oldest_among_equals() -> None:
 
 
 def test_a_keyed_wake_ranks_only_the_oldest_scan_x_budget() -> None:
-    pool = WaitPool(overwake=1.0, scan=2)
+    pool = WaitPool(WakeRule(overwake=1.0, scan=2))
     task_s = {1: 40.0, 2: 30.0, 3: 20.0, 4: 10.0}
     for client in task_s:
         pool.add(client, LOOSE)

@@ -30,7 +30,7 @@ def test_state_survives_reopening_the_store(open_store: Callable[[], Store]) -> 
         ]
         assert second.get_job("done") is not None
         assert second.rounds("live") == expected_rounds
-        assert [(r.round, r.model_digest) for r in second.open_rounds()] == [(1, "sha256:m1")]
+        assert [(r.round, r.state, r.model_digest) for r in second.rounds("live")][-1] == (1, "open", "sha256:m1")
         assert [(b.client_id, b.outcome) for b in second.bindings("live", round=1)] == [
             ("a", "completed"),
             ("b", "bound"),

@@ -32,19 +32,6 @@ def test_rounds_are_ordered_by_round_then_attempt(store: Store, make_job: Callab
     assert store.rounds("other") == []
 
 
-def test_open_rounds_across_jobs(store: Store, make_job: Callable[..., JobRecord]) -> None:
-    make_job("a")
-    make_job("b")
-    store.start_round(opened("a", 0))
-    store.finish_round("a", 0, 0, "closed", results=10, closed_at=150.0)
-    store.start_round(opened("a", 1))
-    store.start_round(opened("b", 0))
-    store.finish_round("b", 0, 0, "failed", results=2, closed_at=220.0)
-    store.start_round(opened("b", 0, attempt=1))
-
-    assert [(r.job_id, r.round, r.attempt) for r in store.open_rounds()] == [("a", 1, 0), ("b", 0, 1)]
-
-
 def test_a_round_attempt_starts_once(store: Store, make_job: Callable[..., JobRecord]) -> None:
     make_job("j1")
     store.start_round(opened("j1", 0))

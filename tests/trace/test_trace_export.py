@@ -24,7 +24,7 @@ from propius.runner import run_training_job
 from propius.specs import JobSpec
 from propius.trace.check import check_data_point
 from propius.trace.datapoint import load_data_point
-from propius.trace.export import NoTraceError, export_job, read_only_sqlite_url, try_export_job
+from propius.trace.export import NoTraceError, data_point_exporter, export_job, read_only_sqlite_url, try_export_job
 from propius.trace.metrics import compute_metrics
 
 ROUNDS = 6
@@ -38,7 +38,7 @@ SPEC = JobSpec.parse({
 
 
 async def _run_job(settings: Settings) -> str:
-    async with ControlPlane(settings) as plane:
+    async with ControlPlane(settings, trace_exporter=data_point_exporter(settings)) as plane:
         stop = asyncio.Event()
         devices = simulated_devices(4, 0, seed=7, state_dir=settings.data_dir / "devices")
         config = AgentConfig(wait_s=2.0, idle_retry_s=0.1, backoff_initial_s=0.05)

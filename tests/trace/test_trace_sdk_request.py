@@ -13,6 +13,7 @@ from control_plane.app import ControlPlane
 from propius.config import Settings
 from propius.sdk import AsyncJob
 from propius.specs import JobSpec
+from propius.trace.export import data_point_exporter
 
 SPEC = JobSpec.parse({"name": "asked-for", "rounds": 2, "demand": 2, "over_selection": 1.0,
                       "schedule_timeout_s": 20, "execution_timeout_s": 20, "task": {"local_steps": 2}})
@@ -22,7 +23,7 @@ async def test_complete_with_export_trace_writes_a_data_point(redis_url, key_pre
     settings = Settings(redis_url=redis_url, key_prefix=key_prefix, database_url=f"sqlite:///{tmp_path / 'p.db'}",
                         data_dir=tmp_path, port=0, lease_s=2.0, scheduler_period_s=0.1, max_wait_s=2.0)
     assert settings.trace_export_dir is None  # no automatic export: only on request
-    async with ControlPlane(settings) as plane:
+    async with ControlPlane(settings, trace_exporter=data_point_exporter(settings)) as plane:
         stop = asyncio.Event()
         devices = simulated_devices(3, 0, seed=1, state_dir=tmp_path / "devices")
         config = AgentConfig(wait_s=2.0, idle_retry_s=0.1, backoff_initial_s=0.05)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.history import ClientHistory
+from control_plane.scheduling.history import ClientHistory
 
 
 def test_speed_bandwidth_and_reliability_are_learned() -> None:

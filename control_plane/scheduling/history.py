@@ -16,7 +16,7 @@ import bisect
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from policies.base import ClientEstimate
+from policies import ClientEstimate
 
 __all__ = ["ClientHistory"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policies.fastest_fill import fastest_fill_at
+from control_plane.scheduling.fastest_fill import fastest_fill_at
 
 # At t = 100: a working member bound at 90 with a 30 s task delivers at 120; a client busy elsewhere
 # until 105 with a 10 s task for this job at 115; one whose other task is overdue (95) at 100 + 10 = 110;

@@ -1,0 +1,51 @@
+"""One open round attempt as the scheduler tracks it: who works on it and how many results it can expect.
+
+Both drivers keep one :class:`Attempt` per job with an open round and feed it the same three facts
+(a client bound, a client delivered, a client left without delivering); the policies read what follows
+from them (``JobView.expected_results``, when the round filled, the fastest-fill estimate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+__all__ = ["Attempt"]
+
+
+@dataclass(slots=True)
+class Attempt:
+    round: int
+    attempt: int
+    opened_at: float
+    demand: int
+    published_at: float | None = None  # when the round's model was published (live only)
+    filled_at: float | None = None  # when the demand-th client bound
+    # working client -> (bound at, its reliability then)
+    members: dict[Hashable, tuple[float, float]] = field(default_factory=dict)
+    joined: set[Hashable] = field(default_factory=set)  # every client bound in this attempt (a client binds once)
+    expected: float = 0.0  # results in + the members' reliabilities
+
+    def bound(self, client: Hashable, at: float, reliability: float, bound: int) -> None:
+        """``client`` bound at ``at``, the round now holding ``bound`` slots."""
+        self.members[client] = (at, reliability)
+        self.joined.add(client)
+        self.expected += reliability
+        if self.filled_at is None and bound >= self.demand:
+            self.filled_at = at
+
+    def delivered(self, client: Hashable) -> float | None:
+        """``client`` delivered its result; when it had bound (None: it was not working here)."""
+        member = self.members.pop(client, None)
+        if member is None:
+            return None
+        self.expected += 1.0 - member[1]
+        return member[0]
+
+    def left(self, client: Hashable) -> float | None:
+        """``client`` stopped working without a result (dropped, released); when it had bound."""
+        member = self.members.pop(client, None)
+        if member is None:
+            return None
+        self.expected -= member[1]
+        return member[0]
