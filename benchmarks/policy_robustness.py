@@ -1,0 +1,207 @@
+"""Sharing policies across workload families: does a policy help on workloads nobody tuned it on?
+
+Every policy runs on ``--workloads`` workloads drawn from a family (:mod:`propius.simulator.families`,
+family seeds ``--family-seed`` onwards) at each run seed of ``--seeds`` (the seed of the clients'
+traces). For each workload and seed the benchmark compares a policy with FIFO on the same workload and
+the same clients:
+
+- the ratio of average JCT to FIFO's, and the ratio of the worst job's JCT to that job's FIFO JCT;
+- a job that does not finish within the horizon counts with the time it ran (horizon less arrival),
+  and the run is flagged, so no run is silently dropped and no average is NaN;
+- where the default policy's average JCT is more than ``--tolerance`` above FIFO's, a one-line reason
+  from the breakdown: whichever of scheduling delay, response collection or failed round attempts
+  (summed over jobs) grew most against FIFO.
+
+Simulations run in parallel processes (``--workers``), or on a Ray cluster (``--ray ADDRESS``; Ray comes
+with the ``flwr[simulation]`` extra). Prints the tables, writes ``results/policy_robustness.json`` and
+``results/policy-robustness.png``.
+
+    python benchmarks/policy_robustness.py                                   # the default sweep
+    python benchmarks/policy_robustness.py --workloads 4 --seeds 0 --policies fifo propius   # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+# This file shares a folder with ``policies.py``: keep the folder off the import path (the package wins).
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
+
+from propius.simulator.availability import AvailabilityModel  # noqa: E402
+from propius.simulator.engine import SimConfig  # noqa: E402
+from propius.simulator.families import WorkloadFamily, generate  # noqa: E402
+from propius.simulator.population import PopulationModel  # noqa: E402
+from propius.simulator.run import simulate  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+POLICIES = ["fifo", "random", "srsf", "las", "fair-share", "irs", "propius"]
+DEFAULT = "propius"
+# Sized so 40 workloads x 2 seeds x 7 policies fit in about an hour on 2 cores.
+FAMILY = WorkloadFamily(jobs=(5, 20), demand=(5, 200), rounds=(10, 100), clients=(2_000, 8_000))
+
+
+def run_one(task: dict[str, Any]) -> dict[str, Any]:
+    """One simulation: per job its JCT (censored at the horizon when unfinished) and time breakdown."""
+    drawn = generate(WorkloadFamily.model_validate(task["family"]), task["family_seed"])
+    model = PopulationModel(availability=AvailabilityModel(mode=drawn.availability), days=task["days"])
+    started = time.perf_counter()
+    metrics, sim = simulate(drawn.workload, task["policy"], drawn.workload.clients, task["seed"],
+                            config=SimConfig(seed=task["seed"]), model=model)
+    jobs = []
+    for job in sim.jobs:
+        ok = [r for r in job.history if r.succeeded]
+        jobs.append({
+            "name": job.job_id, "finished": job.finished_at is not None,
+            "jct_s": (job.finished_at if job.finished_at is not None else sim.now) - job.workload.arrival_s,
+            "schedule_s": sum(r.schedule_s for r in ok), "response_s": sum(r.response_s for r in ok),
+            "failed_s": sum(r.closed_at - r.opened_at for r in job.history if not r.succeeded),
+        })
+    return {**{k: task[k] for k in ("family_seed", "seed", "policy")}, "structure": drawn.structure,
+            "arrival": drawn.arrival, "clients": drawn.workload.clients, "jobs": jobs,
+            "unfinished": metrics.unfinished, "wall_s": time.perf_counter() - started}
+
+
+def run_all(tasks: list[dict[str, Any]], workers: int, ray_address: str | None,
+            progress: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+    if ray_address:
+        import ray
+
+        ray.init(address=ray_address)
+        remote = ray.remote(run_one)
+        pending = [remote.remote(t) for t in tasks]
+        rows = []
+        while pending:
+            done, pending = ray.wait(pending)
+            for row in ray.get(done):
+                progress(row)
+                rows.append(row)
+        return rows
+    with ProcessPoolExecutor(workers) as pool:
+        rows = []
+        for row in pool.map(run_one, tasks):
+            progress(row)
+            rows.append(row)
+        return rows
+
+
+def compare(rows: list[dict[str, Any]], policies: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """policy -> one entry per (workload, seed): ratios to FIFO and the breakdown deltas."""
+    fifo = {(r["family_seed"], r["seed"]): r for r in rows if r["policy"] == "fifo"}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for policy in policies:
+        entries = []
+        for r in (r for r in rows if r["policy"] == policy):
+            base = fifo[(r["family_seed"], r["seed"])]
+            base_jct = {j["name"]: j["jct_s"] for j in base["jobs"]}
+            avg, base_avg = statistics.fmean(j["jct_s"] for j in r["jobs"]), statistics.fmean(base_jct.values())
+            worst = max((j["jct_s"] / base_jct[j["name"]], j["name"]) for j in r["jobs"])
+            delta = {part: sum(j[part] for j in r["jobs"]) - sum(j[part] for j in base["jobs"])
+                     for part in ("schedule_s", "response_s", "failed_s")}
+            entries.append({"family_seed": r["family_seed"], "seed": r["seed"], "structure": r["structure"],
+                            "arrival": r["arrival"], "clients": r["clients"], "jobs": len(r["jobs"]),
+                            "avg_ratio": avg / base_avg, "worst_ratio": worst[0], "worst_job": worst[1],
+                            "unfinished": r["unfinished"], "fifo_unfinished": base["unfinished"], "delta_s": delta})
+        out[policy] = sorted(entries, key=lambda e: (e["family_seed"], e["seed"]))
+    return out
+
+
+def reason(entry: dict[str, Any]) -> str:
+    """Which part of the summed job time grew most against FIFO."""
+    names = {"schedule_s": "scheduling delay", "response_s": "response collection", "failed_s": "failed rounds"}
+    part, grew = max(entry["delta_s"].items(), key=lambda item: item[1])
+    return f"{names[part]} +{grew / max(entry['jobs'], 1):,.0f} s per job"
+
+
+def quantiles(values: list[float]) -> tuple[float, float, float, float]:
+    ordered = sorted(values)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return pick(0.1), statistics.median(ordered), pick(0.9), ordered[-1]
+
+
+def tables(comparison: dict[str, list[dict[str, Any]]], tolerance: float) -> list[str]:
+    lines = ["| policy | avg JCT / FIFO: p10 | median | p90 | worst | worst job / its FIFO JCT: median | worst "
+             "| workloads worse than FIFO by > tolerance | runs with unfinished jobs |",
+             "|---" * 9 + "|"]
+    for policy, entries in comparison.items():
+        avg, worst = quantiles([e["avg_ratio"] for e in entries]), quantiles([e["worst_ratio"] for e in entries])
+        losses = sum(e["avg_ratio"] > 1 + tolerance for e in entries)
+        lines.append(f"| {policy} | {avg[0]:.3f} | {avg[1]:.3f} | {avg[2]:.3f} | {avg[3]:.3f} | {worst[1]:.2f}x "
+                     f"| {worst[3]:.2f}x | {losses} of {len(entries)} | {sum(e['unfinished'] > 0 for e in entries)} |")
+    losses = [e for e in comparison.get(DEFAULT, []) if e["avg_ratio"] > 1 + tolerance]
+    lines += ["", f"Workloads where `{DEFAULT}` loses to FIFO by more than {tolerance:.0%}:"]
+    lines += [f"- family seed {e['family_seed']} (run seed {e['seed']}, {e['structure']}, {e['arrival']}, "
+              f"{e['jobs']} jobs, {e['clients']:,} clients): {e['avg_ratio']:.3f}x FIFO; {reason(e)}"
+              for e in losses] or ["- none"]
+    return lines
+
+
+def plot(comparison: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [p for p in comparison if p != "fifo"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, title in zip(axes, ("avg_ratio", "worst_ratio"), ("average JCT / FIFO", "worst job / its FIFO JCT"),
+                              strict=True):
+        ax.boxplot([[e[key] for e in comparison[p]] for p in names], tick_labels=names)
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_title(title)
+        ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", type=int, default=40)
+    parser.add_argument("--family-seed", type=int, default=1000, help="first family seed (workload i: this + i)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="client-trace seeds")
+    parser.add_argument("--policies", nargs="+", default=POLICIES)
+    parser.add_argument("--days", type=int, default=7, help="simulated horizon")
+    parser.add_argument("--tolerance", type=float, default=0.02, help="a loss smaller than this is a tie")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead of local processes")
+    parser.add_argument("--out", type=Path, default=RESULTS / "policy_robustness.json")
+    args = parser.parse_args()
+    policies = ["fifo", *[p for p in args.policies if p != "fifo"]]
+    family = FAMILY.model_dump(mode="json")
+    tasks = [{"family": family, "family_seed": args.family_seed + i, "seed": s, "policy": p, "days": args.days}
+             for i in range(args.workloads) for s in args.seeds for p in policies]
+    started = time.perf_counter()
+    done = 0
+
+    def progress(row: dict[str, Any]) -> None:
+        nonlocal done
+        done += 1
+        print(f"[{done}/{len(tasks)}] family seed {row['family_seed']} seed {row['seed']} {row['policy']}: "
+              f"{row['structure']}, {len(row['jobs'])} jobs, {row['unfinished']} unfinished, {row['wall_s']:.1f} s",
+              flush=True)
+
+    rows = run_all(tasks, args.workers, args.ray, progress)
+    comparison = compare(rows, policies)
+    lines = tables(comparison, args.tolerance)
+    print("\n".join(lines))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "family": family, "family_seeds": [args.family_seed, args.family_seed + args.workloads - 1],
+        "seeds": args.seeds, "tolerance": args.tolerance, "wall_s": time.perf_counter() - started,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores", "comparison": comparison, "runs": rows,
+    }, indent=1))
+    plot(comparison, args.out.with_name("policy-robustness.png"))
+    print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
