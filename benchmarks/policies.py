@@ -141,7 +141,9 @@ def merged(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[st
 
 
 def as_metrics(row: dict[str, Any]) -> RunMetrics:
-    return RunMetrics(**{**row, "jobs": [JobResult(**job) for job in row["jobs"]]})
+    """A stored row as RunMetrics; rows written before ``finished`` was recorded get it from ``unfinished``."""
+    finished = row.get("finished", len(row["jobs"]) - row["unfinished"])
+    return RunMetrics(**{**row, "finished": finished, "jobs": [JobResult(**job) for job in row["jobs"]]})
 
 
 def jct_table(rows: list[dict[str, Any]], labels: list[str], seeds: list[int]) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from clients.device import AgentConfig, DeviceAgent
-from clients.identity import DeviceIdentity, detected_device, simulated_devices
+from clients.identity import DeviceIdentity, default_device_offset, detected_device, simulated_devices
 from clients.transport import Stubs, open_channel
 from propius.specs import AttributeValue, DeviceClass
 
@@ -81,7 +81,10 @@ app = typer.Typer(add_completion=False)
 def serve(
     server: Annotated[str, typer.Option(help="control plane address host:port")] = "127.0.0.1:50051",
     devices: Annotated[int, typer.Option(min=1, help="simulated devices in this process")] = 1,
-    device_offset: Annotated[int, typer.Option(min=0, help="index of the first device (data rows, ids)")] = 0,
+    device_offset: Annotated[int | None, typer.Option(
+        min=0, help="index of the first device: devices N.. pick their phone model, dataset size, seed and stored "
+                    "id by index. Default: a random offset, kept in --state-dir, so two daemons never simulate "
+                    "the same phones and a restart comes back as the same devices")] = None,
     seed: Annotated[int, typer.Option(help="seed of device data and jitter")] = 0,
     state_dir: Annotated[Path | None, typer.Option(help="where client ids persist across restarts")] = None,
     max_tasks: Annotated[int | None, typer.Option(min=1, help="each device stops after this many tasks")] = None,
@@ -97,7 +100,8 @@ def serve(
         overrides = dict(_parse_attribute(item) for item in attr or [])
         identities = [detected_device(seed, state_dir, device_class, overrides, dataset_size)]
     else:
-        identities = simulated_devices(devices, device_offset, seed, state_dir)
+        offset = default_device_offset(state_dir) if device_offset is None else device_offset
+        identities = simulated_devices(devices, offset, seed, state_dir)
     log.info("%d device(s) against %s", len(identities), server)
     try:
         done = asyncio.run(_serve(server, identities, max_tasks))

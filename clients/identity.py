@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,19 @@ from clients.attributes import detect_profile
 from propius.devices import load_dataset_sizes, load_devices
 from propius.specs import AttributeValue, ClientProfile, DeviceClass
 
-__all__ = ["DeviceIdentity", "client_id_for", "derive_seed", "detected_device", "simulated_devices"]
+__all__ = [
+    "OFFSET_RANGE",
+    "DeviceIdentity",
+    "client_id_for",
+    "default_device_offset",
+    "derive_seed",
+    "detected_device",
+    "simulated_devices",
+]
+
+OFFSET_RANGE = 1 << 40
+"""A default device offset is drawn below this: two daemons of N devices each share a device with a chance of
+about 2N / 2^40, and the phone models (index modulo the packaged rows) start at a random row."""
 
 
 @dataclass(frozen=True)
@@ -40,19 +53,30 @@ def derive_seed(*parts: object) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
+def _stored(path: Path, new: str) -> str:
+    """The text stored at ``path``, or ``new`` after storing it there (atomically, on first use)."""
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_suffix(f".{os.getpid()}.tmp")
+    scratch.write_text(new + "\n")
+    scratch.replace(path)
+    return new
+
+
 def client_id_for(index: int, state_dir: Path | None) -> str:
     """A new uuid4 hex, or the one stored for ``index`` in ``state_dir`` (created on first use)."""
     if state_dir is None:
         return uuid.uuid4().hex
-    path = state_dir / f"device-{index}.id"
-    if path.exists():
-        return path.read_text().strip()
-    state_dir.mkdir(parents=True, exist_ok=True)
-    client_id = uuid.uuid4().hex
-    scratch = path.with_suffix(f".{os.getpid()}.tmp")
-    scratch.write_text(client_id + "\n")
-    scratch.replace(path)
-    return client_id
+    return _stored(state_dir / f"device-{index}.id", uuid.uuid4().hex)
+
+
+def default_device_offset(state_dir: Path | None) -> int:
+    """The first device index of a daemon not told one: drawn at random below ``OFFSET_RANGE``, kept in
+    ``state_dir`` (``device-offset``) so a restarted daemon comes back as the same devices. Two daemons started
+    with defaults so simulate different phones (model, dataset size, seed and id all follow the index)."""
+    drawn = str(secrets.randbelow(OFFSET_RANGE))
+    return int(drawn if state_dir is None else _stored(state_dir / "device-offset", drawn))
 
 
 def simulated_devices(count: int, offset: int, seed: int, state_dir: Path | None = None) -> list[DeviceIdentity]:

@@ -105,7 +105,7 @@ class ControlPlane:
             (pb_grpc.add_JobServiceServicer_to_server,
              JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.blob_ttl_s,
                         store=self.store, exporter=self.trace_exporter,
-                        export_every_job=self.settings.trace_export_dir is not None)),
+                        export_every_job=self.settings.trace_export_dir is not None, policy=self.settings.policy)),
             (pb_grpc.add_ClientServiceServicer_to_server,
              ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store)),
             (pb_grpc.add_DataServiceServicer_to_server,

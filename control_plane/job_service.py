@@ -43,9 +43,12 @@ class JobService(pb_grpc.JobServiceServicer):
     def __init__(
         self, jobs: JobRegistry, rounds: RoundManager, hot: HotState, bus: EventBus, journal: Journal,
         finished_ttl_s: float, *, store: Store, exporter: TraceExporter | None = None, export_every_job: bool = False,
+        policy: str = "",
     ) -> None:
         """``exporter``: writes a completed job's trace where ``export_every_job`` or the CompleteJob request
-        asks for it; None: such requests are answered without a trace (``JobInfo.trace_dir`` empty)."""
+        asks for it; None: such requests are answered without a trace (``JobInfo.trace_dir`` empty).
+        ``policy``: the sharing policy's name, recorded with each job's ``job_registered`` event (a trace export
+        reads it there)."""
         self._jobs = jobs
         self._rounds = rounds
         self._hot = hot
@@ -55,6 +58,7 @@ class JobService(pb_grpc.JobServiceServicer):
         self._store = store
         self._exporter = exporter
         self._export_every_job = export_every_job
+        self._policy = policy
 
     @rpc_errors
     async def RegisterJob(self, request: pb.RegisterJobRequest, context: grpc.aio.ServicerContext):
@@ -64,7 +68,7 @@ class JobService(pb_grpc.JobServiceServicer):
             raise InvalidArgument("spec_json", "required")
         spec = JobSpec.parse(request.spec_json)
         job, token = await self._jobs.register(spec)
-        self._journal.event("job_registered", job.job_id, name=spec.name, owner=spec.owner)
+        self._journal.event("job_registered", job.job_id, name=spec.name, owner=spec.owner, policy=self._policy)
         await self._bus.publish(Event("job_registered", job.job_id))
         return pb.RegisterJobResponse(job_id=job.job_id, job_token=token)
 

@@ -414,11 +414,13 @@ class Store:
         with self._session.begin() as session:
             session.execute(insert(_Event), [_insert_values(row) for row in rows])
 
-    def events(self, job_id: str | None = None, limit: int = 1000) -> list[EventRecord]:
-        """The newest ``limit`` events (of one job, if given), oldest first."""
+    def events(self, job_id: str | None = None, limit: int = 1000, kind: str | None = None) -> list[EventRecord]:
+        """The newest ``limit`` events (of one job, of one kind, if given), oldest first."""
         query = select(_Event).order_by(_Event.id.desc()).limit(limit)
         if job_id is not None:
             query = query.where(_Event.job_id == job_id)
+        if kind is not None:
+            query = query.where(_Event.kind == kind)
         with self._session() as session:
             newest_first = [_record(EventRecord, row) for row in session.scalars(query)]
         return newest_first[::-1]

@@ -120,7 +120,7 @@ def _traces_table(folder: Path, jobs: int) -> tuple[Table, bool]:
     from propius.trace import check_data_point, compute_metrics, load_data_point
 
     points = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")) if folder.is_dir() else []
-    table = Table("data point", "check", "avg step (s)", "comm fraction", "straggler delay (s)",
+    table = Table("data point", "check", "avg step (s)", "comm fraction", "worker finish lag (s)",
                   title=f"CCL-Bench data points in {folder}")
     ok = len(points) == jobs
     for point in points:
@@ -129,7 +129,7 @@ def _traces_table(folder: Path, jobs: int) -> tuple[Table, bool]:
         metrics = compute_metrics(load_data_point(point))
         table.add_row(point.name, "[green]valid[/]" if not problems else f"[red]{len(problems)} problems[/]",
                       f"{metrics.avg_step_time_s or 0:.3f}", f"{(metrics.communication_fraction or 0):.1%}",
-                      f"{metrics.straggler_delay_s or 0:.3f}")
+                      f"{metrics.worker_finish_lag_s or 0:.3f}")
     return table, ok
 
 

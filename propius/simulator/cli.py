@@ -9,6 +9,8 @@ Mount it in ``propius/cli.py`` with::
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -19,14 +21,15 @@ from rich.table import Table
 from policies import PolicyOptionError, UnknownPolicyError, parse_options
 from propius.simulator.availability import AvailabilityModel
 from propius.simulator.engine import Mode, SimConfig
-from propius.simulator.population import PopulationModel
-from propius.simulator.run import simulate
-from propius.simulator.workload import load_workload
+from propius.simulator.population import PopulationModel, make_population
+from propius.simulator.run import shortfalls, simulate
+from propius.simulator.workload import builtin_workloads, load_workload
 from propius.specs import SpecError
 
-__all__ = ["app", "policy_options", "simulate_command"]
+__all__ = ["app", "output_stem", "policy_options", "simulate_command"]
 
 console = Console()
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")
 
 
 def policy_options(pairs: list[str]) -> dict[str, object]:
@@ -37,41 +40,68 @@ def policy_options(pairs: list[str]) -> dict[str, object]:
         raise typer.BadParameter(str(error)) from None
 
 
+DEFAULT_DAYS = 4
+
+
+def output_stem(workload: str, policy: str, mode: str, clients: int, seed: int, options: Mapping[str, object],
+                days: int, availability: str) -> str:
+    """The output files' name: every argument that changes the result is in it, so runs never overwrite each
+    other (the defaults, 4 days and diurnal availability, are left out)."""
+    parts = [workload, policy, mode, str(clients), f"s{seed}"]
+    parts += [f"{key}={json.dumps(value, sort_keys=True, separators=(',', ':'))}" for key, value in
+              sorted(options.items())]
+    parts += [f"{days}d"] if days != DEFAULT_DAYS else []
+    parts += [availability] if availability != "diurnal" else []
+    return _UNSAFE.sub("_", "-".join(parts).replace('"', ''))
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.3f}" if isinstance(value, float) else str(value)
+
+
 def simulate_command(
-    workload: Annotated[str, typer.Argument(help="workload YAML, or a packaged one: policy-20jobs, utilization-5jobs")],
+    workload: Annotated[str, typer.Argument(help="workload YAML, or a packaged one: "
+                                                 + ", ".join(builtin_workloads()))],
     policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = "propius",
     clients: Annotated[int | None, typer.Option(min=1, help="client count; default: the workload's first")] = None,
     seed: Annotated[int, typer.Option(min=0)] = 0,
     mode: Annotated[str, typer.Option(help="central | static | client-random")] = "central",
     option: Annotated[list[str] | None, typer.Option(help="policy option key=value (repeatable)")] = None,
-    days: Annotated[int, typer.Option(min=1, help="simulated days of client traces (the horizon)")] = 4,
+    days: Annotated[int, typer.Option(min=1, help="simulated days of client traces (the horizon)")] = DEFAULT_DAYS,
     availability: Annotated[str, typer.Option(
         help="diurnal: seeded on/off sessions; always: every client online throughout (the utilization "
              "experiment's setting)")] = "diurnal",
-    out: Annotated[Path, typer.Option(help="directory for the JSON and PNG")] = Path("simulation-results"),
+    out: Annotated[Path, typer.Option(help="directory for the JSON and PNG, named after the run's arguments")] = Path(
+        "simulation-results"),
 ) -> None:
     """Simulate a workload on seeded trace-driven clients with one policy; deterministic for a seed."""
     if mode not in ("central", "static", "client-random"):
         raise typer.BadParameter(f"unknown mode {mode!r}")
     if availability not in ("diurnal", "always"):
         raise typer.BadParameter(f"unknown availability {availability!r}")
+    options = policy_options(option or [])
     try:
         spec = load_workload(workload)
     except (SpecError, OSError) as error:
-        console.print(f"[red]invalid workload[/] {workload}: {error}")
+        console.print(f"[red]invalid workload[/] {workload}: {error}", highlight=False)
         raise typer.Exit(2) from None
     n = spec.client_counts[0] if clients is None else clients
     mode_: Mode = mode  # type: ignore[assignment]
     model = PopulationModel(availability=AvailabilityModel(mode=availability), days=days)  # type: ignore[arg-type]
+    population = make_population(n, seed, model)
+    for shortfall in shortfalls(spec, population):
+        console.print(f"[yellow]warning:[/] {shortfall}", highlight=False)
     try:
-        metrics, _ = simulate(spec, policy, n, seed, config=SimConfig(mode=mode_, seed=seed),
-                              options=policy_options(option or []), model=model)
+        metrics, _ = simulate(spec, policy, n, seed, config=SimConfig(mode=mode_, seed=seed), options=options,
+                              population=population)
     except (UnknownPolicyError, PolicyOptionError) as error:
         console.print(f"[red]{error}[/]")
         raise typer.Exit(2) from None
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{spec.name}-{policy}-{mode}-{n}-s{seed}" + ("-always" if availability == "always" else "")
-    (out / f"{stem}.json").write_text(json.dumps(metrics.to_dict(), indent=2))
+    stem = output_stem(spec.name, policy, mode, n, seed, options, days, availability)
+    (out / f"{stem}.json").write_text(json.dumps(metrics.to_dict(), indent=2, allow_nan=False))
     try:
         from propius.simulator.plots import plot_run  # matplotlib: the `sim` extra, not the core
     except ImportError:
@@ -81,9 +111,13 @@ def simulate_command(
     table = Table("metric", "value")
     for key, value in metrics.to_dict().items():
         if key != "jobs":
-            table.add_row(key, f"{value:,.3f}" if isinstance(value, float) else str(value))
+            table.add_row(key, _cell(value))
     console.print(table)
-    console.print(f"wrote {out / stem}.json and .png")
+    if metrics.unfinished:
+        covered = f"the JCTs cover the {metrics.finished} that did" if metrics.finished else "there is no JCT"
+        console.print(f"[yellow]warning:[/] {metrics.unfinished} of {len(metrics.jobs)} jobs did not finish within "
+                      f"the {days}-day horizon ({', '.join(metrics.unfinished_jobs)}); {covered}", highlight=False)
+    console.print(f"wrote {out / stem}.json and .png", highlight=False)
 
 
 app = typer.Typer(help="Trace-driven simulation of Propius sharing policies.")

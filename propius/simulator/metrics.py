@@ -1,7 +1,8 @@
 """What a run measured, as one flat JSON-able record.
 
 - JCT: a job's completion minus its arrival; unfinished jobs (horizon reached) are counted in
-  ``unfinished`` and left out of the JCT averages.
+  ``unfinished`` and left out of the JCT averages, which are None (null in JSON, never NaN) when no job
+  finished. ``finished`` + ``unfinished`` is the workload's job count.
 - Scheduling delay: round open -> the ``demand``-th bind (when the round first holds enough clients to
   close); response collection: from then to the round's close. Averaged over successful rounds.
 - Makespan: first arrival to the last completion of a job that finished. Jobs that never finish
@@ -42,11 +43,12 @@ class RunMetrics:
     mode: str
     clients: int
     seed: int
-    avg_jct_s: float
-    max_jct_s: float
+    avg_jct_s: float | None
+    max_jct_s: float | None
+    finished: int
     unfinished: int
-    avg_schedule_s: float
-    avg_response_s: float
+    avg_schedule_s: float | None
+    avg_response_s: float | None
     rounds: int
     failed_rounds: int
     makespan_s: float
@@ -65,6 +67,10 @@ class RunMetrics:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def unfinished_jobs(self) -> list[str]:
+        return [job.name for job in self.jobs if job.jct_s is None]
 
 
 def _online_s(windows: list[tuple[float, float]], start: float, end: float) -> float:
@@ -93,10 +99,10 @@ def summarize(sim: Simulation, policy_name: str, wall_s: float) -> RunMetrics:
     n = len(sim.population)
     return RunMetrics(
         workload=sim.workload.name, policy=policy_name, mode=sim.config.mode, clients=n, seed=sim.config.seed,
-        avg_jct_s=statistics.fmean(jcts) if jcts else float("nan"), max_jct_s=max(jcts, default=float("nan")),
-        unfinished=len(jobs) - len(jcts),
-        avg_schedule_s=statistics.fmean(r.schedule_s for r in succeeded) if succeeded else float("nan"),
-        avg_response_s=statistics.fmean(r.response_s for r in succeeded) if succeeded else float("nan"),
+        avg_jct_s=statistics.fmean(jcts) if jcts else None, max_jct_s=max(jcts, default=None),
+        finished=len(jcts), unfinished=len(jobs) - len(jcts),
+        avg_schedule_s=statistics.fmean(r.schedule_s for r in succeeded) if succeeded else None,
+        avg_response_s=statistics.fmean(r.response_s for r in succeeded) if succeeded else None,
         rounds=sum(len(job.history) for job in jobs), failed_rounds=sum(r.failed_rounds for r in results),
         makespan_s=makespan, utilization=useful / (n * makespan),
         utilization_active=useful / online if online else 0.0, busy_utilization=busy / (n * makespan),

@@ -22,7 +22,8 @@ def plot_run(metrics: RunMetrics, path: Path) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
     left.bar(names, jcts)
     left.set_ylabel("JCT (s)")
-    left.set_title(f"{metrics.policy}: avg JCT {metrics.avg_jct_s:,.0f} s")
+    jct = "n/a" if metrics.avg_jct_s is None else f"{metrics.avg_jct_s:,.0f} s"
+    left.set_title(f"{metrics.policy}: avg JCT {jct}, {metrics.unfinished} unfinished")
     right.bar(names, [job.failed_rounds for job in metrics.jobs], color="tab:red")
     right.set_ylabel("failed rounds")
     right.set_title(f"utilization {metrics.utilization:.3f}, {metrics.binds_per_s:.2f} binds/s")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from policies import load_policy
@@ -12,7 +13,34 @@ from propius.simulator.metrics import RunMetrics, summarize
 from propius.simulator.population import Population, PopulationModel, make_population
 from propius.simulator.workload import Workload
 
-__all__ = ["simulate"]
+__all__ = ["Shortfall", "shortfalls", "simulate"]
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """A job whose demand exceeds the clients that could ever serve it: its rounds can never fill."""
+
+    job: str
+    demand: int
+    eligible: int
+    clients: int
+
+    def __str__(self) -> str:
+        return (f"job {self.job!r} asks for {self.demand} clients per round, but only {self.eligible} of the "
+                f"{self.clients} clients meet its requirements: it cannot finish")
+
+
+def shortfalls(workload: Workload, population: Population) -> list[Shortfall]:
+    """The jobs of ``workload`` that fewer eligible clients (public and private requirements) than their demand
+    could serve; reporting only, the simulation itself is not affected."""
+    found = []
+    for job in workload.jobs:
+        public, private = job.requirements.public, job.requirements.private
+        eligible = sum(1 for attributes, secret in zip(population.profiles, population.private, strict=True)
+                       if public.admits(attributes) and private.admits(secret))
+        if eligible < job.demand:
+            found.append(Shortfall(job.name, job.demand, eligible, len(population)))
+    return found
 
 
 def simulate(

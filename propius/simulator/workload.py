@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError,
 
 from propius.specs import JobSpec, Requirements, SpecError, TaskConfig, describe_validation_error
 
-__all__ = ["WORKLOAD_DIR", "Workload", "WorkloadJob", "load_workload"]
+__all__ = ["WORKLOAD_DIR", "Workload", "WorkloadJob", "builtin_workloads", "load_workload"]
 
 WORKLOAD_DIR = Path(__file__).parent / "data" / "workloads"
 
@@ -74,11 +74,22 @@ class Workload(BaseModel):
         return [self.clients] if isinstance(self.clients, int) else list(self.clients)
 
 
+def builtin_workloads() -> list[str]:
+    """The names of the packaged workloads, which ``load_workload`` takes instead of a path."""
+    return sorted(path.stem for path in WORKLOAD_DIR.glob("*.yaml"))
+
+
 def load_workload(path: str | Path) -> Workload:
-    """A workload from a YAML path, or by name (``policy-20jobs``) from the packaged workloads."""
+    """A workload from a YAML path, or by name (``policy-20jobs``) from the packaged workloads.
+
+    Raises SpecError (naming the built-in workloads when ``path`` is neither a file nor one of them) or OSError.
+    """
     file = Path(path)
     if not file.exists() and (WORKLOAD_DIR / f"{path}.yaml").exists():
         file = WORKLOAD_DIR / f"{path}.yaml"
+    if not file.exists():
+        raise SpecError("workload", f"no file {str(path)!r} and no built-in workload of that name; built-in: "
+                                    + ", ".join(builtin_workloads()))
     try:
         return Workload.model_validate(yaml.safe_load(file.read_text()))
     except yaml.YAMLError as error:

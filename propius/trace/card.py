@@ -2,8 +2,10 @@
 
 The card is a user-facing artifact read by other people's tools, so it is one pydantic model: the
 exporter cannot write a card the validator would reject, and the validator lists every missing or
-mistyped field at once (pydantic reports them all). Sections accept extra keys because cards from
-other contributors carry more (``moe``, ``driver_version``, NCCL ``env`` …) and stay valid.
+mistyped field at once (pydantic reports them all). Every field of the toolkit's
+``workload_card_template.yaml`` is required; one that does not apply to a FL job (``hf_url``, ``seq_len``,
+``driver_version`` …) is present and null, so a reader can tell "not applicable" from "forgotten".
+Sections accept extra keys because cards from other contributors carry more and stay valid.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class _Section(BaseModel):
 
 class ModelSection(_Section):
     phase: str
+    moe: bool
+    granularity: str = Field(description="what one step is, e.g. model_fwd_bwd_pass; ours: fl_round")
     model_family: str
     precision: str
     epochs: int | None
@@ -51,7 +55,7 @@ class ModelSection(_Section):
 
 class DataSection(_Section):
     batch_size: int = Field(ge=0, description="samples processed per iteration, all ranks together")
-    seq_len: int | None = None
+    seq_len: int | None
     dataset: str
 
 
@@ -70,6 +74,7 @@ class XpuSpec(_Section):
 class Hardware(_Section):
     network_topo: NetworkTopology
     xpu_spec: XpuSpec
+    driver_version: str | None
 
 
 class Workload(_Section):
@@ -80,18 +85,24 @@ class Workload(_Section):
 
 class Framework(_Section):
     name: str
-    version: str | None
+    compiler_tool_selection: str | None
+    version: str | None = None
 
 
 class Parallelization(_Section):
     dp_replicate: int = Field(ge=1)
+    dp_shard: int = Field(ge=1)
     tp: int = Field(ge=1)
     pp: int = Field(ge=1)
+    cp: int = Field(ge=1)
+    ep: int = Field(ge=1)
+    pp_mb: int = Field(ge=1)
 
 
 class CommunicationLibrary(_Section):
     name: str
     version: str | None
+    env: dict[str, Any] | None = Field(description="the library's environment variables (NCCL_* for NCCL)")
 
 
 class ModelExecutor(_Section):
@@ -103,6 +114,7 @@ class ModelExecutor(_Section):
 
 class MetricSource(_Section):
     traces: list[str] = Field(min_length=1)
+    metrics_specific_trace: list[str] = Field(description="extra traces some metrics need, e.g. memory_trace")
 
 
 class Card(_Section):
@@ -111,6 +123,8 @@ class Card(_Section):
 
     version: int = CARD_VERSION
     description: str
+    hf_url: str | None
+    trace_url: str | None
     contributor: str
     contact: str
     workload: Workload
@@ -129,7 +143,7 @@ class Card(_Section):
 
 
 def write_card(card: Card, path: Path) -> None:
-    body = yaml.safe_dump(card.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=False,
+    body = yaml.safe_dump(card.model_dump(mode="json", by_alias=True), sort_keys=False,
                           allow_unicode=True, width=110)
     path.write_text(_HEADER + body)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,20 @@ def _check_card(folder: Path, problems: list[Problem]) -> None:
         return
     if "json" not in card.metric_source.traces:
         problems.append(Problem(name, "card field metric_source.traces must list 'json' for rank<N>_trace.json"))
+    _check_name(folder.name, card.workload.model.model_family, problems)
+
+
+def _squashed(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _check_name(name: str, model_family: str, problems: list[Problem]) -> None:
+    """CCL-Bench's convention ``<model>-<framework+parallelism>-<platform>-<group>``: four or more parts, the
+    first the model (compared without case and punctuation: ``Mixtral8x7B`` is ``mixtral-8x7b``)."""
+    parts = name.split("-")
+    if len(parts) < 4 or not all(parts) or not _squashed(name).startswith(_squashed(model_family)):
+        problems.append(Problem(name, f"the folder name must follow <model>-<framework+parallelism>-<platform>-"
+                                      f"<group>, starting with the card's model_family {model_family!r}"))
 
 
 def _check_files(folder: Path, problems: list[Problem]) -> dict[int, Path]:

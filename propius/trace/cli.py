@@ -42,7 +42,8 @@ def export(
     contributor: str = "propius",
     contact: str = "",
     launch_command: Annotated[str | None, typer.Option(help="run.sh command; default: propius submit --wait")] = None,
-    policy: Annotated[str, typer.Option(help="the sharing policy the job ran under")] = "fifo",
+    policy: Annotated[str | None, typer.Option(
+        help="the sharing policy for the card; default: the one the control plane recorded for the job")] = None,
 ) -> None:
     """Write job JOB_ID's recorded trace as a data point under OUT_DIR."""
     from control_plane.store import Store
@@ -69,7 +70,7 @@ def metrics(
     folder: Path,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
-    """Average step time, communication fraction, overlap, straggler delay and load imbalance of FOLDER."""
+    """FOLDER's metrics: three as CCL-Bench's tools compute them, two of Propius' own (docs/ccl-bench.md)."""
     try:
         result = compute_metrics(load_data_point(folder))
     except (OSError, ValueError) as error:
@@ -80,11 +81,11 @@ def metrics(
         return
     table = Table("metric", "value", title=f"{folder.name}: {result.ranks} ranks, "
                                            f"{result.steps_measured} of {result.steps} steps measured")
-    table.add_row("average step time", _format(result.avg_step_time_s, 1.0, " s"))
-    table.add_row("communication fraction", _format(result.communication_fraction, 100.0, " %"))
-    table.add_row("compute-communication overlap", _format(result.compute_comm_overlap, 100.0, " %"))
-    table.add_row("straggler delay", _format(result.straggler_delay_s, 1.0, " s"))
-    table.add_row("load imbalance (max/mean - 1)", _format(result.load_imbalance))
+    table.add_row("avg_step_time (CCL-Bench)", _format(result.avg_step_time_s, 1.0, " s"))
+    table.add_row("communication_fraction (CCL-Bench)", _format(result.communication_fraction, 100.0, " %"))
+    table.add_row("compute_comm_overlap (CCL-Bench)", _format(result.compute_comm_overlap, 100.0, " %"))
+    table.add_row("worker finish lag (Propius: last - median)", _format(result.worker_finish_lag_s, 1.0, " s"))
+    table.add_row("worker compute imbalance (Propius: max/mean - 1)", _format(result.worker_compute_imbalance))
     console.print(table)
 
 

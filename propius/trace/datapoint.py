@@ -37,8 +37,12 @@ class Span:
 
 @dataclass
 class RankTrace:
+    """``steps``: the first ``ProfilerStep#<n>`` of each number; ``step_events``: every one, in file order (the
+    toolkit's tools read all of them)."""
+
     rank: int
     steps: dict[int, Step] = field(default_factory=dict)
+    step_events: list[Step] = field(default_factory=list)
     work: list[Span] = field(default_factory=list)
 
 
@@ -71,6 +75,7 @@ def _rank(rank: int, events: list[Any]) -> RankTrace:
         number = step_number(name)
         if number is not None and event.get("cat") == STEP_CATEGORY:
             trace.steps.setdefault(number, Step(number, ts, ts + dur))
+            trace.step_events.append(Step(number, ts, ts + dur))
         elif event.get("cat") == WORK_CATEGORY:
             trace.work.append(Span(name, ts, ts + dur, is_communication(name)))
     return trace

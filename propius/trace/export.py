@@ -21,14 +21,22 @@ from propius.config import Settings
 from propius.specs import JobSpec
 from propius.trace.card import write_card
 from propius.trace.chrome import NoTraceError, build_rank_traces
-from propius.trace.format import RUN_SCRIPT, card_file, rank_file, sanitize_name
+from propius.trace.format import RUN_SCRIPT, card_file, data_point_name, rank_file
 from propius.trace.runscript import run_script
 from propius.trace.workload import JobFacts, build_card
 
 if TYPE_CHECKING:
     from control_plane.job_service import TraceExporter
 
-__all__ = ["NoTraceError", "data_point_exporter", "export_job", "read_only_sqlite_url", "try_export_job"]
+__all__ = [
+    "UNKNOWN_POLICY",
+    "NoTraceError",
+    "data_point_exporter",
+    "export_job",
+    "read_only_sqlite_url",
+    "recorded_policy",
+    "try_export_job",
+]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +44,17 @@ log = logging.getLogger(__name__)
 def read_only_sqlite_url(path: Path) -> str:
     """A SQLAlchemy URL opening a SQLite store read-only (export never writes the store)."""
     return f"sqlite:///file:{path.resolve()}?mode=ro&uri=true"
+
+
+UNKNOWN_POLICY = "unknown (not recorded)"
+"""The card's policy for a job whose store predates recording it."""
+
+
+def recorded_policy(store: Store, job_id: str) -> str | None:
+    """The sharing policy the control plane ran when the job registered (its ``job_registered`` event)."""
+    registered = store.events(job_id, limit=1, kind="job_registered")
+    policy = json.loads(registered[0].detail_json).get("policy") if registered else None
+    return policy if isinstance(policy, str) and policy else None
 
 
 def _replace(built: Path, target: Path) -> None:
@@ -55,11 +74,13 @@ def export_job(
     contributor: str = "propius",
     contact: str = "",
     launch_command: str | None = None,
-    policy: str = "fifo",
+    policy: str | None = None,
     transport: str = "grpc+redis",
 ) -> Path:
-    """Write the data point of ``job_id`` under ``out_dir``; returns its folder ``out_dir/<name>``.
+    """Write the data point of ``job_id`` under ``out_dir``; returns its folder ``out_dir/<name>``, ``<name>``
+    after CCL-Bench's naming convention (:func:`propius.trace.format.data_point_name`).
 
+    ``policy``: the card's sharing policy; default: the one recorded when the job registered.
     Raises KeyError for an unknown job and NoTraceError for a job without a recorded round.
     """
     job = store.get_job(job_id)
@@ -71,9 +92,10 @@ def export_job(
     traces = build_rank_traces(records)
     spec = JobSpec.parse(job.spec_json)
     facts = JobFacts(job, spec, store.rounds(job_id), store.bindings(job_id), records, traces)
+    policy = policy or recorded_policy(store, job_id) or UNKNOWN_POLICY
     card = build_card(facts, contributor=contributor, contact=contact, policy=policy, transport=transport)
 
-    name = sanitize_name(job.name)
+    name = data_point_name(model=spec.task.model, demand=spec.demand, job=job.name, group=contributor)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     built = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
@@ -109,12 +131,11 @@ def try_export_job(store: Store, job_id: str, out_dir: Path, **options: Any) -> 
 
 def data_point_exporter(settings: Settings) -> TraceExporter:
     """The control plane's trace exporter (``ControlPlane(settings, trace_exporter=...)``): ``try_export_job``
-    in a worker thread, into ``settings.trace_export_dir`` (else ``data_dir/traces``), the card naming the
-    plane's policy."""
+    in a worker thread, into ``settings.trace_export_dir`` (else ``data_dir/traces``); the card names the policy
+    recorded with the job."""
     out_dir = settings.trace_export_dir or settings.data_dir / "traces"
-    policy = settings.policy
 
     async def export(store: Store, job_id: str) -> Path | None:
-        return await asyncio.to_thread(try_export_job, store, job_id, out_dir, policy=policy)
+        return await asyncio.to_thread(try_export_job, store, job_id, out_dir)
 
     return export

@@ -15,6 +15,7 @@ __all__ = [
     "STEP_CATEGORY",
     "WORK_CATEGORY",
     "card_file",
+    "data_point_name",
     "is_communication",
     "rank_file",
     "sanitize_name",
@@ -71,3 +72,12 @@ def sanitize_name(name: str) -> str:
     """
     safe = _UNSAFE.sub("-", name.lower()).strip("-") or "job"
     return safe.replace("tpu", "t-pu")
+
+
+def data_point_name(*, model: str, demand: int, job: str, platform: str = "cpu", group: str = "propius") -> str:
+    """The folder name, after CCL-Bench's convention ``<model>-<framework+parallelism>-<platform>-<group>``
+    (``deepseek-llama-8b-Deepspeed-Zero_3-DP_4-Perlmutter-group_13``): ``<model>-propius-dp<demand>-<job>-
+    <platform>-<group>``, the job's name in the place other contributors put a run's configuration (``batch128``)
+    so that two jobs never share a folder. Each part is :func:`sanitize_name`'d."""
+    parts = (model, "propius", f"dp{demand}", job, platform, group)
+    return "-".join(sanitize_name(part) for part in parts)

@@ -33,7 +33,14 @@ from propius.trace.card import (
 )
 from propius.trace.chrome import RankTraces
 
-__all__ = ["JobFacts", "build_card"]
+__all__ = ["GRANULARITY", "JobFacts", "build_card"]
+
+GRANULARITY = "fl_round"
+"""What one step is: a whole FL round (fan-out, every client's local steps, uploads, aggregation), coarser than
+the template's ``model_fwd_bwd_pass``."""
+_COMPILER = {"torch-train": "plain_pytorch"}
+"""``compiler_tool_selection`` per executor: torch-train runs eager PyTorch, nothing compiled; another executor
+(a Flower app's own code) is not known, so null."""
 
 
 @dataclass(frozen=True)
@@ -158,26 +165,30 @@ def build_card(facts: JobFacts, *, contributor: str, contact: str, policy: str, 
         description=f"Federated training of the {task.model} model ({spec.name}) on Propius: {profiled} profiled "
                     f"FedAvg rounds of up to {slots} clients each; rank 0 is the aggregator, ranks 1..{slots} "
                     f"the cohort slots of each round.",
+        hf_url=None,
+        trace_url=None,
         contributor=contributor,
         contact=contact,
         workload=Workload(
-            model=ModelSection(phase="training", model_family=task.model,
+            model=ModelSection(phase="training", moe=False, granularity=GRANULARITY, model_family=task.model,
                                precision=str(task.options.get("precision", "fp32")), epochs=1,
                                iteration=profiled, model_arch=_model_arch(task)),
-            data=DataSection(batch_size=_samples_per_round(facts), dataset=str(dataset)),
+            data=DataSection(batch_size=_samples_per_round(facts), seq_len=None, dataset=str(dataset)),
             hardware=Hardware(
                 network_topo=NetworkTopology(topology="star", bandwidth_gbps=[None, None]),
                 xpu_spec=XpuSpec(type="cpu", model="client-device", total_count=len(_serving_clients(facts)),
                                  count_per_node=1),
+                driver_version=None,
             ),
         ),
         model_executor=ModelExecutor(
-            framework=Framework(name="propius", version=_version("propius"), executor=task.executor,
-                                torch_version=_version("torch")),
-            model_plan_parallelization=Parallelization(dp_replicate=spec.demand, dp_shard=1, tp=1, pp=1, cp=1, ep=1),
-            communication_library=CommunicationLibrary(name="grpc", version=_version("grpcio")),
+            framework=Framework(name="propius", compiler_tool_selection=_COMPILER.get(task.executor),
+                                version=_version("propius"), executor=task.executor, torch_version=_version("torch")),
+            model_plan_parallelization=Parallelization(dp_replicate=spec.demand, dp_shard=1, tp=1, pp=1, cp=1, ep=1,
+                                                       pp_mb=1),
+            communication_library=CommunicationLibrary(name="grpc", version=_version("grpcio"), env=None),
             protocol_selection=["tcp"],
         ),
-        metric_source=MetricSource(traces=["json"]),
+        metric_source=MetricSource(traces=["json"], metrics_specific_trace=[]),
         collection_notes=_notes(facts, policy, transport),
     )

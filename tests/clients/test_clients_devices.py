@@ -1,6 +1,9 @@
 from pathlib import Path
 
-from clients.identity import derive_seed, detected_device, simulated_devices
+from typer.testing import CliRunner
+
+from clients.daemon import app
+from clients.identity import OFFSET_RANGE, default_device_offset, derive_seed, detected_device, simulated_devices
 from propius.devices import DeviceRow, load_dataset_sizes, load_devices
 from propius.specs import Constraints, DeviceClass
 
@@ -50,3 +53,23 @@ def test_detected_device_keeps_dataset_size_private(tmp_path: Path) -> None:
     assert device.private == {"dataset_size": 90.0}
     assert device.profile.labels["gpu"] == "yes" and device.profile.numeric["ram"] == 3.0
     assert detected_device(seed=0, state_dir=tmp_path).client_id == device.client_id
+
+
+def test_daemons_started_with_defaults_simulate_different_devices(tmp_path: Path) -> None:
+    first, second = tmp_path / "daemon-1", tmp_path / "daemon-2"
+    offsets = [default_device_offset(first), default_device_offset(second)]
+    assert default_device_offset(first) == offsets[0]  # kept: a restart comes back as the same devices
+    assert (first / "device-offset").read_text() == f"{offsets[0]}\n"
+    assert all(0 <= offset < OFFSET_RANGE for offset in offsets)
+    fleets = [simulated_devices(8, offset, 0, state_dir) for offset, state_dir in zip(offsets, (first, second),
+                                                                                     strict=True)]
+    assert not {d.index for d in fleets[0]} & {d.index for d in fleets[1]}
+    assert not {d.seed for d in fleets[0]} & {d.seed for d in fleets[1]}  # so their data and jitter differ
+    assert simulated_devices(8, default_device_offset(first), 0, first) == fleets[0]
+
+
+def test_the_daemon_documents_device_offset() -> None:
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "--device-offset" in text and "two daemons never simulate the same phones" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ from typer.testing import CliRunner
 from propius.cli import app
 from propius.simulator import PopulationModel, SimConfig, Workload, simulate
 from propius.simulator.availability import AvailabilityModel
+from propius.simulator.cli import output_stem
+from propius.simulator.population import make_population
+from propius.simulator.run import shortfalls
 
 TIMING = ("wall_s", "events_per_s")  # the only fields that depend on the machine
 
@@ -28,7 +32,7 @@ def test_the_cli_reproduces_a_run_on_always_available_clients(tiny: Workload, tm
                                       "--seed", "3", "--days", "1", "--availability", "always",
                                       "--option", "longest_first=true", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    written = json.loads((out / "tiny-propius-central-400-s3-always.json").read_text())
+    written = json.loads((out / "tiny-propius-central-400-s3-longest_first=true-1d-always.json").read_text())
 
     always = PopulationModel(availability=AvailabilityModel(mode="always"), days=1)
     expected, _ = simulate(tiny, "propius", 400, 3, config=SimConfig(seed=3), options={"longest_first": True},
@@ -54,3 +58,62 @@ def test_the_cli_refuses_bad_arguments_by_name(tiny: Workload, tmp_path: Path, a
     assert result.exit_code == 2
     assert named in " ".join(result.output.split())  # rich wraps long lines
     assert not (tmp_path / "out").exists()
+
+
+def _strict_json(text: str) -> dict:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_run_whose_jobs_do_not_finish_says_so_in_valid_json(tiny: Workload, tmp_path: Path) -> None:
+    workload = tmp_path / "tiny.yaml"
+    workload.write_text(yaml.safe_dump(tiny.model_dump(mode="json")))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["simulate", str(workload), "--clients", "25", "--days", "1",
+                                      "--availability", "always", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())  # rich wraps long lines
+    always = PopulationModel(availability=AvailabilityModel(mode="always"), days=1)
+    expected = shortfalls(tiny, make_population(25, 0, always))
+    assert [(s.job, s.demand, s.eligible) for s in expected] == [("a", 20, 19), ("c", 30, 19)]
+    assert all(f"warning: {s}" in said for s in expected)
+    written = _strict_json((out / "tiny-propius-central-25-s0-1d-always.json").read_text())
+    assert (written["finished"], written["unfinished"]) == (1, 2)
+    assert [job["name"] for job in written["jobs"] if job["jct_s"] is None] == ["a", "c"]
+    assert written["avg_jct_s"] == written["max_jct_s"] == written["jobs"][1]["jct_s"]  # b's alone
+    assert "warning: 2 of 3 jobs did not finish within the 1-day horizon (a, c); the JCTs cover the 1 that did" \
+        in said
+
+
+def test_no_finished_job_means_no_jct_never_nan(tiny: Workload, tmp_path: Path) -> None:
+    workload = tmp_path / "tiny.yaml"
+    workload.write_text(yaml.safe_dump(tiny.model_dump(mode="json")))
+    result = CliRunner().invoke(app, ["simulate", str(workload), "--clients", "5", "--days", "1",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    written = _strict_json((tmp_path / "tiny-propius-central-5-s0-1d.json").read_text())
+    assert written["finished"] == 0 and written["unfinished"] == 3
+    assert written["avg_jct_s"] is None and written["max_jct_s"] is None
+    assert "nan" not in result.output.lower()
+    assert re.search(r"avg_jct_s +│ n/a", result.output) and "there is no JCT" in " ".join(result.output.split())
+
+
+def test_an_unknown_workload_lists_the_built_in_ones(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["simulate", "utilisation-5jobs", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "built-in: policy-20jobs, utilization-5jobs" in " ".join(result.output.split())
+
+
+def test_runs_with_other_arguments_do_not_overwrite_each_other(tiny: Workload, tmp_path: Path) -> None:
+    workload = tmp_path / "tiny.yaml"
+    workload.write_text(yaml.safe_dump(tiny.model_dump(mode="json")))
+    out = tmp_path / "out"
+    for extra in ([], ["--option", "longest_first=true"]):
+        result = CliRunner().invoke(app, ["simulate", str(workload), "--days", "1", "--out", str(out), *extra])
+        assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.glob("*.json")) == [
+        "tiny-propius-central-400-s0-1d.json", "tiny-propius-central-400-s0-longest_first=true-1d.json"]
+    assert output_stem("w", "fair-share", "static", 10, 2, {"weights": {"b": 2, "a": 1}}, 4, "diurnal") == \
+        'w-fair-share-static-10-s2-weights=_a_1,b_2_'

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from propius.simulator import Workload
-from propius.simulator.workload import load_workload
+from propius.simulator.workload import builtin_workloads, load_workload
 from propius.specs import SpecError
 
 
@@ -21,6 +21,14 @@ def _written(tmp_path: Path, workload: dict) -> Path:
 def test_the_packaged_workloads_load_by_name() -> None:
     assert [len(load_workload(name).jobs) for name in ("policy-20jobs", "utilization-5jobs")] == [20, 5]
     assert load_workload("utilization-5jobs").client_counts == [1200, 1500, 1800]
+
+
+def test_an_unknown_name_lists_the_built_in_workloads() -> None:
+    assert builtin_workloads() == ["policy-20jobs", "utilization-5jobs"]
+    with pytest.raises(SpecError) as error:
+        load_workload("utilisation-5jobs")
+    assert str(error.value) == ("workload: no file 'utilisation-5jobs' and no built-in workload of that name; "
+                                "built-in: policy-20jobs, utilization-5jobs")
 
 
 def test_two_jobs_with_one_name_are_refused(tiny: Workload, tmp_path: Path) -> None:

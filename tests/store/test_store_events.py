@@ -22,6 +22,8 @@ def test_events_filtered_by_job(store: Store) -> None:
     bound = store.events("j1")[1]
     assert (bound.client_id, bound.detail_json) == ("a", '{"round": 0}')
     assert [e.at for e in store.events(job_id="j2")] == [3.0]
+    assert [e.at for e in store.events(kind="job_registered")] == [1.0, 3.0]
+    assert [e.at for e in store.events("j1", limit=1, kind="job_registered")] == [1.0]
 
 
 def test_events_limit_keeps_the_newest_oldest_first(store: Store) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-NAME = "handmade-fl"
+NAME = "mlp-fl-cpu-t0"
 STEP_DURATIONS = (9000, 8000, 6000, 7000, 9000)
 
 
@@ -69,23 +69,28 @@ def rank_document(rank: int) -> dict[str, Any]:
 CARD: dict[str, Any] = {
     "version": 1,
     "description": "A hand-made FL data point for tests.",
+    "hf_url": None,
+    "trace_url": None,
     "contributor": "tests",
     "contact": "tests@example.org",
     "workload": {
-        "model": {"phase": "training", "model_family": "mlp", "precision": "fp32", "epochs": 1, "iteration": 5},
-        "data": {"batch_size": 960, "dataset": "synthetic"},
+        "model": {"phase": "training", "moe": False, "granularity": "fl_round", "model_family": "mlp",
+                  "precision": "fp32", "epochs": 1, "iteration": 5},
+        "data": {"batch_size": 960, "seq_len": None, "dataset": "synthetic"},
         "hardware": {
             "network_topo": {"topology": "star", "bandwidth_gbps": [None, None]},
             "xpu_spec": {"type": "cpu", "model": "client-device", "total_count": 3, "count_per_node": 1},
+            "driver_version": None,
         },
     },
     "Model-executor": {
-        "framework": {"name": "propius", "version": "0.1.0"},
-        "model_plan_parallelization": {"dp_replicate": 3, "tp": 1, "pp": 1},
-        "communication_library": {"name": "grpc", "version": "1.66"},
+        "framework": {"name": "propius", "compiler_tool_selection": "plain_pytorch"},
+        "model_plan_parallelization": {"dp_replicate": 3, "dp_shard": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1,
+                                       "pp_mb": 1},
+        "communication_library": {"name": "grpc", "version": "1.66", "env": None},
         "protocol_selection": ["tcp"],
     },
-    "metric_source": {"traces": ["json"]},
+    "metric_source": {"traces": ["json"], "metrics_specific_trace": []},
     "collection_notes": {"algorithm": "fedavg", "server_rank": 0},
 }
 

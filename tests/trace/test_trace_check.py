@@ -27,13 +27,42 @@ def test_missing_card_fields_are_all_listed(handmade) -> None:
     del card["Model-executor"]["communication_library"]["version"]
     handmade.save_card(card)
     found = messages(handmade.folder)
-    assert sorted(found) == sorted(f"handmade-fl.yaml: card field {field}: missing" for field in (
+    assert sorted(found) == sorted(f"mlp-fl-cpu-t0.yaml: card field {field}: missing" for field in (
         "workload.model.precision", "contact", "Model-executor.communication_library.version"))
+
+
+TEMPLATE_FIELDS = ("hf_url", "trace_url", "workload.model.moe", "workload.model.granularity", "workload.data.seq_len",
+                   "workload.hardware.driver_version", "Model-executor.framework.compiler_tool_selection",
+                   "Model-executor.model_plan_parallelization.pp_mb", "Model-executor.communication_library.env",
+                   "metric_source.metrics_specific_trace")
+
+
+def test_every_field_of_ccl_bench_s_template_is_required(handmade) -> None:
+    """The fields of the toolkit's workload_card_template.yaml that a card may hold as null (not applicable) but
+    must not leave out."""
+    card = handmade.card()
+    for field in TEMPLATE_FIELDS:
+        *path, key = field.split(".")
+        section = card
+        for part in path:
+            section = section[part]
+        del section[key]
+    handmade.save_card(card)
+    assert sorted(messages(handmade.folder)) == sorted(
+        f"mlp-fl-cpu-t0.yaml: card field {field}: missing" for field in TEMPLATE_FIELDS)
+
+
+def test_the_folder_name_follows_ccl_bench_s_convention(handmade_named) -> None:
+    assert messages(handmade_named("Mlp-propius-dp3-cpu-group_7").folder) == []  # case and "_" do not matter
+    for name in ("handmade", "mlp-handmade-cpu", "cnn-propius-dp3-cpu-tests", "mlp--dp3-cpu-tests"):
+        assert messages(handmade_named(name).folder) == [
+            f"{name}: the folder name must follow <model>-<framework+parallelism>-<platform>-<group>, starting "
+            "with the card's model_family 'mlp'"]
 
 
 def test_a_card_not_named_after_the_folder(handmade) -> None:
     handmade.card_path.rename(handmade.folder / "card.yaml")
-    assert any("must be named after the folder: handmade-fl.yaml" in m for m in messages(handmade.folder))
+    assert any("must be named after the folder: mlp-fl-cpu-t0.yaml" in m for m in messages(handmade.folder))
 
 
 def test_bad_rank_file_name(handmade) -> None:
@@ -44,7 +73,7 @@ def test_bad_rank_file_name(handmade) -> None:
 
 def test_rank_files_must_not_have_gaps(handmade) -> None:
     (handmade.folder / "rank2_trace.json").unlink()
-    assert "handmade-fl: rank files must be numbered 0..N-1 without gaps; missing rank2_trace.json" in messages(
+    assert "mlp-fl-cpu-t0: rank files must be numbered 0..N-1 without gaps; missing rank2_trace.json" in messages(
         handmade.folder)
 
 
@@ -88,8 +117,8 @@ def test_mixed_clocks_absolute_and_relative(handmade) -> None:
         event["ts"] += 1_765_000_000_000_000  # this rank in unix µs, the others relative
     handmade.save_rank(3, document)
     found = messages(handmade.folder)
-    assert "handmade-fl: mixed clocks: ranks [3] use absolute unix µs, ranks [0, 1, 2] relative time" in found
-    assert any(m.startswith("handmade-fl: mixed clocks: ProfilerStep starts differ by more than 1 s") for m in found)
+    assert "mlp-fl-cpu-t0: mixed clocks: ranks [3] use absolute unix µs, ranks [0, 1, 2] relative time" in found
+    assert any(m.startswith("mlp-fl-cpu-t0: mixed clocks: ProfilerStep starts differ by more than 1 s") for m in found)
 
 
 def test_mixed_clocks_offset_between_ranks(handmade) -> None:
@@ -103,9 +132,9 @@ def test_mixed_clocks_offset_between_ranks(handmade) -> None:
 
 
 def test_tpu_in_the_name(handmade_named) -> None:
-    point = handmade_named("fl-on-tpu-pods")
+    point = handmade_named("mlp-fl-on-tpu-pods")
     assert messages(point.folder) == [
-        "fl-on-tpu-pods: the folder name contains 'tpu': the toolkit reads such a data point as a TPU trace"]
+        "mlp-fl-on-tpu-pods: the folder name contains 'tpu': the toolkit reads such a data point as a TPU trace"]
 
 
 def test_transfer_without_a_communication_token(handmade) -> None:
@@ -136,7 +165,7 @@ def test_fewer_than_five_steps(handmade) -> None:
         document["traceEvents"] = [e for e in document["traceEvents"] if e["ts"] < 40_000]
         handmade.save_rank(rank, document)
     assert messages(handmade.folder) == [
-        "handmade-fl: only 4 steps; at least 5 are needed (the toolkit drops the first and the last)"]
+        "mlp-fl-cpu-t0: only 4 steps; at least 5 are needed (the toolkit drops the first and the last)"]
 
 
 def test_a_rank_missing_a_step(handmade) -> None:

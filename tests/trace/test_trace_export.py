@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from clients.daemon import run_devices
 from clients.device import AgentConfig
@@ -23,11 +24,20 @@ from propius.config import Settings
 from propius.runner import run_training_job
 from propius.specs import JobSpec
 from propius.trace.check import check_data_point
+from propius.trace.cli import app
 from propius.trace.datapoint import load_data_point
-from propius.trace.export import NoTraceError, data_point_exporter, export_job, read_only_sqlite_url, try_export_job
+from propius.trace.export import (
+    NoTraceError,
+    data_point_exporter,
+    export_job,
+    read_only_sqlite_url,
+    recorded_policy,
+    try_export_job,
+)
 from propius.trace.metrics import compute_metrics
 
 ROUNDS = 6
+NAME = "mlp-propius-dp3-trace_e2e-out-put-cpu-propius"
 AUTO_EXPORT = "trace_export_dir" in Settings.model_fields
 """Whether the control plane exports on CompleteJob (Settings.trace_export_dir wired)."""
 SPEC = JobSpec.parse({
@@ -84,11 +94,12 @@ def exported(tmp_path_factory, redis_url) -> tuple[Path, str, Path]:
 
 def test_export_of_a_real_job_passes_the_check(exported) -> None:
     folder, job_id, _ = exported
-    assert folder.name == "trace_e2e-out-put"  # sanitized, and the "tpu" in "output" split
+    # <model>-<framework+parallelism>-<job>-<platform>-<group>; the job's name sanitized, "tpu" in "output" split
+    assert folder.name == NAME
     assert [str(problem) for problem in check_data_point(folder)] == []
     names = sorted(p.name for p in folder.iterdir())
     ranks = [n for n in names if n.startswith("rank")]
-    assert set(names) - set(ranks) == {"run.sh", "trace_e2e-out-put.yaml"}
+    assert set(names) - set(ranks) == {"run.sh", f"{NAME}.yaml"}
     assert 4 <= len(ranks) <= 5 and os.access(folder / "run.sh", os.X_OK)  # aggregator + 3..4 slots
 
 
@@ -105,6 +116,25 @@ def test_card_describes_the_job(exported) -> None:
     assert 3 * 5 * 16 * 0.9 <= card["workload"]["data"]["batch_size"] <= accepted * 5 * 16 + 1
     assert 1 <= card["workload"]["hardware"]["xpu_spec"]["total_count"] <= 4
     assert card["contact"] == "tests@example.org"
+    assert notes["policy"] == "propius"  # the plane's (default) policy, recorded when the job registered
+    assert (card["hf_url"], card["trace_url"], card["workload"]["data"]["seq_len"]) == (None, None, None)
+    assert card["workload"]["model"]["moe"] is False and card["workload"]["model"]["granularity"] == "fl_round"
+    assert card["workload"]["hardware"]["driver_version"] is None
+    executor = card["Model-executor"]
+    assert executor["framework"]["compiler_tool_selection"] == "plain_pytorch"
+    assert executor["model_plan_parallelization"]["pp_mb"] == 1 and executor["communication_library"]["env"] is None
+    assert card["metric_source"] == {"traces": ["json"], "metrics_specific_trace": []}
+
+
+def test_cli_export_writes_the_recorded_policy_unless_told_another(exported, tmp_path) -> None:
+    folder, job_id, database = exported
+    runner = CliRunner()
+    for extra, policy in (([], "propius"), (["--policy", "fifo"], "fifo")):
+        out = tmp_path / policy
+        result = runner.invoke(app, ["export", job_id, str(out), "--data-dir", str(database.parent), *extra])
+        assert result.exit_code == 0, result.output
+        card = yaml.safe_load((out / NAME / f"{NAME}.yaml").read_text())
+        assert card["collection_notes"]["policy"] == policy
 
 
 def test_traces_hold_measured_phases_on_one_clock(exported) -> None:
@@ -131,8 +161,8 @@ def test_metrics_are_sane(exported) -> None:
     assert result.steps == ROUNDS and result.steps_measured == ROUNDS - 2
     assert 0 < result.communication_fraction < 1
     assert result.avg_step_time_s is not None and 0 < result.avg_step_time_s < 30
-    assert result.straggler_delay_s is not None and result.straggler_delay_s >= 0
-    assert result.load_imbalance is not None and result.load_imbalance >= 0
+    assert result.worker_finish_lag_s is not None and result.worker_finish_lag_s >= 0
+    assert result.worker_compute_imbalance is not None and result.worker_compute_imbalance >= 0
     assert result.compute_comm_overlap is not None and 0 <= result.compute_comm_overlap <= 1
 
 
@@ -161,6 +191,7 @@ def test_re_export_replaces_the_folder_and_honours_a_launch_command(exported, tm
 def test_a_job_without_rounds_cannot_be_exported(tmp_path) -> None:
     store = Store(f"sqlite:///{tmp_path}/x.db")
     store.create_job("j1", "empty", "tests", SPEC.to_json(), "0" * 64, 0.0)
+    assert recorded_policy(store, "j1") is None  # registered outside a control plane: no policy recorded
     with pytest.raises(NoTraceError):
         export_job(store, "j1", tmp_path / "out")
     assert try_export_job(store, "j1", tmp_path / "out") is None

@@ -41,7 +41,7 @@ async def test_complete_with_export_trace_writes_a_data_point(redis_url, key_pre
             stop.set()
             await asyncio.wait_for(serving, 30)
     folder = Path(job.completed.trace_dir)
-    assert folder == tmp_path / "traces" / "asked-for"
-    assert (folder / "asked-for.yaml").is_file() and (folder / "rank0_trace.json").is_file()
+    assert folder == tmp_path / "traces" / "mlp-propius-dp2-asked-for-cpu-propius"
+    assert (folder / f"{folder.name}.yaml").is_file() and (folder / "rank0_trace.json").is_file()
     assert (folder / "run.sh").is_file()
     assert info_plain.trace_dir == ""  # not asked for, not exported
