@@ -13,8 +13,8 @@ from policies.placement import (
     FirstFitPlacement,
     RailAlignedPlacement,
     TorusPlacement,
-    Unplaceable,
     UnknownPlacementError,
+    Unplaceable,
     available_placements,
     load_placement,
 )
