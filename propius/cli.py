@@ -20,6 +20,7 @@ from propius.flower.cli import app as flower_app
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.simulator.cli import policy_options, simulate_command
+from propius.simulator.families_cli import app as workload_app
 from propius.specs import JobSpec, SpecError
 from propius.trace.cli import app as trace_app
 
@@ -27,6 +28,7 @@ app = typer.Typer(help="Propius: a resource manager for federated learning.", no
 app.add_typer(trace_app, name="trace")
 app.add_typer(flower_app, name="flower")  # imports flwr only when a Flower command runs
 app.command("simulate")(simulate_command)
+app.add_typer(workload_app, name="workload")
 console = Console()
 
 Server = Annotated[str, typer.Option(help="control-plane address host:port")]
