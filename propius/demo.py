@@ -8,6 +8,7 @@ requirements overlap only partly, so some phones can serve one job only.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -133,10 +135,18 @@ def _traces_table(folder: Path, jobs: int) -> tuple[Table, bool]:
     return table, ok
 
 
+def _log_above_progress(console: Console) -> None:
+    """Warnings go through rich, so they print above the live progress display rather than inside it;
+    APScheduler's "run time was missed" warnings (a busy machine) are no concern of the demo's user."""
+    logging.basicConfig(level=logging.WARNING, handlers=[RichHandler(console=console, show_path=False)])
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)
+
+
 def run_demo(console: Console, *, devices: int = 24, daemons: int = 3, data_dir: Path | None = None,
              policy: str = DEFAULT_POLICY) -> int:
     """Run the demo; returns the exit code (0 when every job reached the target accuracy)."""
     started = time.time()
+    _log_above_progress(console)
     data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="propius-demo-"))
     data_dir.mkdir(parents=True, exist_ok=True)
     console.print(f"[bold]Propius demo[/]: state in {data_dir}")
