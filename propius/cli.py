@@ -349,17 +349,15 @@ def _submit_and_wait(spec: JobSpec, server: str, target_accuracy: float | None, 
 
 
 async def _report_waiting(spec: JobSpec, server: str, job_id: Any, progress: Any, period_s: float = 5.0) -> None:
-    """While the job runs, print what it waits for whenever that changes (eligible clients, busy ones)."""
+    """While the job runs, print what it waits for when that changes (eligible clients, busy ones)."""
     last = ""
     while True:
-        await asyncio.sleep(period_s)
-        try:
+        with contextlib.suppress(grpc.RpcError):  # the runner reports a control plane that is gone
             line = await asyncio.to_thread(_waiting_line, spec, server, job_id())
-        except grpc.RpcError:
-            continue  # the runner reports a control plane that is gone
-        if line != last:
-            progress.console.print(f"{spec.name}: {line}")
-            last = line
+            if line != last:
+                progress.console.print(f"{spec.name}: {line}", markup=False, soft_wrap=True)
+                last = line
+        await asyncio.sleep(period_s)
 
 
 def _waiting_line(spec: JobSpec, server: str, job_id: str) -> str:

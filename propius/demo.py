@@ -38,9 +38,10 @@ def demo_specs() -> list[JobSpec]:
     return [JobSpec.from_yaml(Path(str(folder / name))) for name in ("flagship-job.yaml", "everyday-job.yaml")]
 
 
-def _spawn_daemons(address: str, devices: int, daemons: int, state_dir: Path) -> list[subprocess.Popen]:
+def _spawn_daemons(address: str, devices: int, daemons: int, state_dir: Path,
+                   processes: list[subprocess.Popen]) -> None:
+    """Start the daemons, each added to ``processes`` as it starts (so an interrupt leaves none unknown)."""
     per_daemon = -(-devices // daemons)
-    processes = []
     for index in range(daemons):
         count = min(per_daemon, devices - index * per_daemon)
         if count <= 0:
@@ -53,7 +54,6 @@ def _spawn_daemons(address: str, devices: int, daemons: int, state_dir: Path) ->
         log = open(state_dir / f"daemon-{index}.log", "w")  # noqa: SIM115 - lives as long as the process
         processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                           env={**os.environ, "PYTHONUNBUFFERED": "1"}))
-    return processes
 
 
 def _stop_daemons(processes: list[subprocess.Popen], timeout_s: float = 15.0) -> list[int]:
@@ -75,11 +75,14 @@ async def _run(console: Console, settings: Settings, devices: int, daemons: int)
     from propius.trace.export import data_point_exporter
 
     specs = demo_specs()
+    # SIGTERM cancels the demo as Ctrl-C does (asyncio.run's SIGINT handler), so every cleanup below runs.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
     async with ControlPlane(settings, trace_exporter=data_point_exporter(settings)) as plane:
         console.print(f"control plane on {plane.address}; starting {daemons} client daemons "
                       f"hosting {devices} devices")
-        processes = _spawn_daemons(plane.address, devices, daemons, settings.data_dir)
+        processes: list[subprocess.Popen] = []
         try:
+            _spawn_daemons(plane.address, devices, daemons, settings.data_dir, processes)
             columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("{task.fields[status]}"), TimeElapsedColumn())
             with Progress(*columns, console=console) as progress:
@@ -153,7 +156,10 @@ def run_demo(console: Console, *, devices: int = 24, daemons: int = 3, data_dir:
     with embedded_redis(data_dir) as redis_url:
         settings = Settings(redis_url=redis_url, data_dir=data_dir, port=0, policy=policy, lease_s=5.0,
                             scheduler_period_s=0.5, max_wait_s=10.0, trace_export_dir=data_dir / "traces")
-        reports, clients_table = asyncio.run(_run(console, settings, devices, daemons))
+        try:
+            reports, clients_table = asyncio.run(_run(console, settings, devices, daemons))
+        except asyncio.CancelledError:  # by SIGTERM: end as an interrupted command does
+            raise KeyboardInterrupt from None
 
     jobs = Table("job", "rounds", "JCT (s)", "final accuracy", "target", title="Jobs")
     for report in reports:

@@ -109,6 +109,16 @@ def server_alive(pid: int, socket: str) -> bool:
     return False
 
 
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes (zombies aside) that contain ``text``."""
+    lines = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if process.info["status"] != psutil.STATUS_ZOMBIE and text in cmdline:
+            lines.append(cmdline)
+    return lines
+
+
 def address_of(line: str) -> str:
     """The host:port in a line like ``Propius control plane on 127.0.0.1:5678 (...)``."""
     return line.split(" on ", 1)[1].split()[0].rstrip(";")

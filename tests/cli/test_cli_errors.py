@@ -90,4 +90,5 @@ async def test_a_failing_submit_wait_says_why_and_shows_no_token(tmp_path, plane
     assert error == [f"error: job cli-job ({job_id}) stopped: round 0 attempt 2 failed with 0 of 2 results: "
                      "only 0 eligible clients known"]
     assert "Traceback" not in result.stderr
+    assert "cli-job: 0 eligible clients checked in within 120 s (demand 2)" in result.stdout.splitlines()
     assert result.stderr.splitlines()[0].startswith("warning: only 0 eligible clients checked in")

@@ -13,7 +13,7 @@ from propius.embedded import embedded_redis
 from propius.proto import propius_pb2 as pb
 from propius.sdk import AsyncJob
 from propius.specs import JobSpec
-from tests.cli.conftest import address_of, cli_env, embedded_server, propius, server_alive
+from tests.cli.conftest import address_of, cli_env, embedded_server, processes_mentioning, propius, server_alive
 
 
 def test_embedded_redis_stops_when_the_block_ends_or_raises(tmp_path) -> None:
@@ -48,6 +48,7 @@ def test_demo_stopped_by_a_signal_leaves_no_redis_server(tmp_path, background, s
     demo.process.send_signal(sig)
     assert demo.wait(60) != 0
     assert not server_alive(pid, socket)
+    assert processes_mentioning(str(tmp_path / "data")) == []  # nor a client daemon
 
 
 def test_a_second_control_plane_on_a_taken_port_fails_at_once(tmp_path, background, redis_url, key_prefix) -> None:
