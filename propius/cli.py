@@ -288,8 +288,10 @@ def submit(
     """Register a job from a YAML spec; with --wait, also train it to completion."""
     try:
         spec = JobSpec.from_yaml(spec_file)
-    except (SpecError, OSError) as error:
-        raise CliError(f"invalid spec {spec_file}: {error}", "fix the file (docs: README.md, 'Jobs')", code=2) from None
+    except OSError as error:
+        raise CliError(f"cannot read {spec_file}: {error.strerror}", "check the path", code=2) from None
+    except SpecError as error:
+        raise CliError(f"invalid spec {spec_file}: {error}", "fix the file (README.md, 'Job specs')", code=2) from None
     with _rpc(server) as channel:
         _check_feasible(channel, spec, strict)
         if not wait:
