@@ -8,6 +8,7 @@ uploads must reach the shard that opened it, see :mod:`control_plane.rounds`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import logging
 
@@ -37,9 +38,11 @@ log = logging.getLogger(__name__)
 
 
 def grpc_options(settings: Settings) -> list[tuple[str, int]]:
-    # Messages are chunks; a little headroom over the chunk size is enough.
+    """The server's options. Messages are chunks: a little headroom over the chunk size is enough. Port
+    reuse is off: with it, a second control plane on a taken port would start and share its connections."""
     size = settings.chunk_bytes + (1 << 20)
-    return [("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)]
+    return [("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size),
+            ("grpc.so_reuseport", 0)]
 
 
 def _freeze_startup_heap() -> None:
@@ -95,6 +98,15 @@ class ControlPlane:
         return f"{self.settings.host}:{self.port}"
 
     async def start(self) -> ControlPlane:
+        """Connect, recover open rounds and listen; on failure, what was started is stopped and the error
+        raised (an address in use is an ``OSError`` with ``errno.EADDRINUSE``)."""
+        try:
+            return await self._start()
+        except BaseException:
+            await self.stop(grace_s=0)
+            raise
+
+    async def _start(self) -> ControlPlane:
         await self.redis.ping()
         await self.bus.start()
         await self.rounds.recover()
@@ -113,9 +125,13 @@ class ControlPlane:
         )
         for add, servicer in services:
             add(servicer, self.server)
-        self.port = self.server.add_insecure_port(f"{self.settings.host}:{self.settings.port}")
+        address = f"{self.settings.host}:{self.settings.port}"
+        try:
+            self.port = self.server.add_insecure_port(address)
+        except RuntimeError:  # gRPC's "Failed to bind": the port is taken (or the host is not ours)
+            self.port = 0
         if self.port == 0:
-            raise OSError(f"cannot listen on {self.settings.host}:{self.settings.port}")
+            raise OSError(errno.EADDRINUSE, f"cannot listen on {address}: the address is in use or not local")
         await self.server.start()
         self.scheduler.start()
         if self.settings.metrics_port:

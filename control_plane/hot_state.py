@@ -264,6 +264,10 @@ class HotState:
             return [], -1
         return [str(client) for client in reply[1:]], int(reply[0])
 
+    async def leased(self, job_id: str, round_: int, attempt: int) -> list[str]:
+        """The clients holding a lease in the attempt: bound and not yet delivered or dropped."""
+        return list(await self.redis.zrange(self._leases_key(job_id, round_, attempt), 0, -1))
+
     async def expired_leases(self, job_id: str, round_: int, attempt: int, now: float) -> list[str]:
         return list(await self.redis.zrangebyscore(self._leases_key(job_id, round_, attempt), "-inf", now))
 

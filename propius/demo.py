@@ -8,6 +8,7 @@ requirements overlap only partly, so some phones can serve one job only.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -36,9 +38,10 @@ def demo_specs() -> list[JobSpec]:
     return [JobSpec.from_yaml(Path(str(folder / name))) for name in ("flagship-job.yaml", "everyday-job.yaml")]
 
 
-def _spawn_daemons(address: str, devices: int, daemons: int, state_dir: Path) -> list[subprocess.Popen]:
+def _spawn_daemons(address: str, devices: int, daemons: int, state_dir: Path,
+                   processes: list[subprocess.Popen]) -> None:
+    """Start the daemons, each added to ``processes`` as it starts (so an interrupt leaves none unknown)."""
     per_daemon = -(-devices // daemons)
-    processes = []
     for index in range(daemons):
         count = min(per_daemon, devices - index * per_daemon)
         if count <= 0:
@@ -51,7 +54,6 @@ def _spawn_daemons(address: str, devices: int, daemons: int, state_dir: Path) ->
         log = open(state_dir / f"daemon-{index}.log", "w")  # noqa: SIM115 - lives as long as the process
         processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                           env={**os.environ, "PYTHONUNBUFFERED": "1"}))
-    return processes
 
 
 def _stop_daemons(processes: list[subprocess.Popen], timeout_s: float = 15.0) -> list[int]:
@@ -73,11 +75,14 @@ async def _run(console: Console, settings: Settings, devices: int, daemons: int)
     from propius.trace.export import data_point_exporter
 
     specs = demo_specs()
+    # SIGTERM cancels the demo as Ctrl-C does (asyncio.run's SIGINT handler), so every cleanup below runs.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
     async with ControlPlane(settings, trace_exporter=data_point_exporter(settings)) as plane:
         console.print(f"control plane on {plane.address}; starting {daemons} client daemons "
                       f"hosting {devices} devices")
-        processes = _spawn_daemons(plane.address, devices, daemons, settings.data_dir)
+        processes: list[subprocess.Popen] = []
         try:
+            _spawn_daemons(plane.address, devices, daemons, settings.data_dir, processes)
             columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("{task.fields[status]}"), TimeElapsedColumn())
             with Progress(*columns, console=console) as progress:
@@ -133,17 +138,28 @@ def _traces_table(folder: Path, jobs: int) -> tuple[Table, bool]:
     return table, ok
 
 
+def _log_above_progress(console: Console) -> None:
+    """Warnings go through rich, so they print above the live progress display rather than inside it;
+    APScheduler's "run time was missed" warnings (a busy machine) are no concern of the demo's user."""
+    logging.basicConfig(level=logging.WARNING, handlers=[RichHandler(console=console, show_path=False)])
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)
+
+
 def run_demo(console: Console, *, devices: int = 24, daemons: int = 3, data_dir: Path | None = None,
              policy: str = DEFAULT_POLICY) -> int:
     """Run the demo; returns the exit code (0 when every job reached the target accuracy)."""
     started = time.time()
+    _log_above_progress(console)
     data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="propius-demo-"))
     data_dir.mkdir(parents=True, exist_ok=True)
     console.print(f"[bold]Propius demo[/]: state in {data_dir}")
     with embedded_redis(data_dir) as redis_url:
         settings = Settings(redis_url=redis_url, data_dir=data_dir, port=0, policy=policy, lease_s=5.0,
                             scheduler_period_s=0.5, max_wait_s=10.0, trace_export_dir=data_dir / "traces")
-        reports, clients_table = asyncio.run(_run(console, settings, devices, daemons))
+        try:
+            reports, clients_table = asyncio.run(_run(console, settings, devices, daemons))
+        except asyncio.CancelledError:  # by SIGTERM: end as an interrupted command does
+            raise KeyboardInterrupt from None
 
     jobs = Table("job", "rounds", "JCT (s)", "final accuracy", "target", title="Jobs")
     for report in reports:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from propius.sdk import AsyncJob
+from propius.sdk import AsyncJob, ProgressCallback
 from propius.specs import JobSpec
 
 __all__ = ["JobReport", "RoundLog", "run_training_job"]
@@ -50,9 +50,13 @@ async def run_training_job(
     target_accuracy: float | None = None,
     round_timeout_s: float = 120.0,
     on_round: Callable[[JobReport], None] | None = None,
-    on_start: Callable[[JobReport], None] | None = None,
+    on_start: Callable[[AsyncJob], None] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> JobReport:
-    """Run ``spec.rounds`` FedAvg rounds (or until ``target_accuracy``); returns what happened."""
+    """Run ``spec.rounds`` FedAvg rounds (or until ``target_accuracy``); returns what happened.
+
+    ``on_start`` is called once the job is registered (its ``job_id`` and ``token`` set), ``on_round``
+    after each closed round and ``progress`` with each update of the open round (binds, results)."""
     from clients.executors.models import evaluate, initial_weights  # torch: only job drivers need it
 
     if spec.rounds is None and target_accuracy is None:
@@ -62,11 +66,11 @@ async def run_training_job(
     async with AsyncJob(spec, server) as job:
         report.job_id = job.job_id
         if on_start:
-            on_start(report)
+            on_start(job)
         round_ = 0
         while spec.rounds is None or round_ < spec.rounds:
             began = time.time()
-            result = await job.run_round(weights, timeout_s=round_timeout_s)
+            result = await job.run_round(weights, timeout_s=round_timeout_s, progress=progress)
             weights = result.tensors
             quality = evaluate(spec.task, weights)
             report.rounds.append(
