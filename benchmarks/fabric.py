@@ -409,7 +409,7 @@ def failures_experiment(racks: int, seed: int) -> dict[str, Any]:
             "goodput_lost_acc_h_per_failure": _mean([e["lost_acc_h"] for e in events]),
             "lost_share_of_horizon": _mean([e["lost_acc_h"] / (e["size"] * HORIZON_H) for e in events]),
             "reserve_share": (spares * racks + 64 * empty) / (64 * (racks + empty)),
-            "post_recovery_throughput": _mean([e["throughput"] for e in recovered]),
+            "post_recovery_throughput": _mean([e["throughput"] for e in recovered]) if recovered else None,
             "recovery_components_s": {k: {c: _mean([e["components"][c] for e in events if e["kind"] == k])
                                           for c in next(e["components"] for e in events if e["kind"] == k)}
                                       for k in kinds}}
@@ -468,7 +468,7 @@ def tables(result: dict[str, Any]) -> str:
         f = fail[mode]
         lines.append(f"| {mode} | {f['failures_hitting_a_job']} | {f['share_in_rack']:.1%} | "
                      f"{f['goodput_lost_acc_h_per_failure']:.1f} | {f['lost_share_of_horizon']:.1%} | "
-                     f"{f['reserve_share']:.2%} | {f['post_recovery_throughput']:.2f} | "
+                     f"{f['reserve_share']:.2%} | {_throughput(f['post_recovery_throughput'])} | "
                      + ", ".join(f"{k} {v}" for k, v in f["by_kind"].items()) + " |")
     lines += ["", "| recovery kind | components (s, mean) | recovery time (s) = sum |", "|---|---|---|"]
     seen: set[str] = set()
@@ -480,6 +480,10 @@ def tables(result: dict[str, Any]) -> str:
             lines.append(f"| {kind} | " + " + ".join(f"{c} {v:g}" for c, v in parts.items())
                          + f" | {sum(parts.values()):g} |")
     return "\n".join(lines)
+
+
+def _throughput(value: float | None) -> str:
+    return "1.00 after the repair" if value is None else f"{value:.2f}"
 
 
 def figure(result: dict[str, Any], path: Path) -> None:
