@@ -506,7 +506,6 @@ def figure(result: dict[str, Any], path: Path) -> None:
         ax.legend()
     modes = list(MODES)
     axes[1][0].barh(modes, [fail[m]["goodput_lost_acc_h_per_failure"] for m in modes])
-    axes[1][0].set_xscale("log")
     axes[1][0].set_title(f"goodput lost per failure (acc·h over {HORIZON_H:g} h)")
     axes[1][1].bar(list(rails), [r["comm_ms_per_iteration_mean"] for r in rails.values()])
     axes[1][1].set_title("predicted comm ms per iteration (rails)")
