@@ -1,0 +1,46 @@
+"""The benchmark's own measures (``benchmarks/fabric.py``) on fabrics small enough to check by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.fabric import Links, can_host, comm_time, injection_bandwidth
+from propius.fabric import Allocation, FabricState
+from propius.fabric.generators import rail_cluster, torus_racks
+from propius.fabric.request import Parallelism
+from propius.fabric.torus import RackGrid
+
+
+def test_a_fragmented_slice_is_hostable_only_within_the_fibre_counts() -> None:
+    # A 4x4x2 rack is 8 servers (2x2x2). Hold one server of every x,y column: no aligned 2x2x2 block is
+    # free, but four whole servers are. A 2x2x2 slice over two of them needs a z-ring of two servers: 8
+    # fibres between them. With 8 fibres per edge it fits; with 4 it does not, whatever the free count.
+    for fibres, expected in ((8, True), (4, False)):
+        state = FabricState(torus_racks(1, 4, 4, 2, fibres=fibres))
+        grid = RackGrid.of(state, "r0")
+        for job, host in (("a", "r0-h0"), ("b", "r0-h6"), ("c", "r0-h3"), ("d", "r0-h5")):
+            state.allocate(job, Allocation(tuple(grid.host_accelerators(host))))
+        free = set(state.free())
+        assert len(free) == 16
+        assert can_host("ours", state, grid, (2, 2, 2), free) is expected
+        assert can_host("contiguous only", state, grid, (2, 2, 2), free) is False
+        assert can_host("random scatter", state, grid, (2, 2, 2), free) is True
+
+
+def test_a_cross_rail_member_gets_half_the_rail_bandwidth() -> None:
+    state = FabricState(rail_cluster(2, 2))  # 400 Gb/s rails, 2 µs; 900 Gb/s scale-up, 0.5 µs
+    links = Links.of(state)
+    dp2 = Parallelism(dp=2)
+    same = comm_time(state, links, ("r0-h0-a0", "r0-h1-a0"), dp2, {"dp": 1e9})
+    cross = comm_time(state, links, ("r0-h0-a0", "r0-h1-a1"), dp2, {"dp": 1e9})
+    inside = comm_time(state, links, ("r0-h0-a0", "r0-h0-a1"), dp2, {"dp": 1e9})
+    # ring AllReduce of 2: 2 steps, each member moves 2(n-1)/n = 1 GB = 8 Gb.
+    assert same == pytest.approx(2 * 2e-6 + 8 / 400)
+    assert cross == pytest.approx(2 * 2e-6 + 8 / 200)
+    assert inside == pytest.approx(2 * 0.5e-6 + 8 / 900)
+
+
+def test_small_slices_get_three_times_the_raw_injection_bandwidth_with_steering() -> None:
+    links = injection_bandwidth()
+    assert links["2x2x1"] == {"fixed_links": 2.0, "steered_links": 6.0}
+    assert links["4x4x4"] == {"fixed_links": 6.0, "steered_links": 6.0}
