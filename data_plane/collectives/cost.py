@@ -1,0 +1,83 @@
+"""α-β cost of AllReduce algorithms: Ring, recursive halving-doubling (RHD) and StragglAR.
+
+A transfer of ``b`` bytes costs ``α + β·b``; a round costs one transfer of its largest chunk (one-port,
+full-duplex, homogeneous any-to-any links). All times are measured from the straggler's arrival: Ring and
+RHD start then; StragglAR's ReduceScatter among the ``n-1`` ready ranks started when they arrived, so only
+the part of it not hidden by the delay ``d`` is exposed: ``max(0, T_RS(n-1) - d) + T_completion``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from propius.fabric.model import Link, Rail
+
+__all__ = ["LinkCost", "break_even_delay", "reduce_scatter", "rhd", "ring", "stragglar", "stragglar_completion"]
+
+
+@dataclass(frozen=True)
+class LinkCost:
+    """``alpha_s``: seconds per message; ``beta_s_per_byte``: seconds per byte; ``ocs``: an optical-circuit
+    path (a different peer each round would need a reconfiguration per round)."""
+
+    alpha_s: float
+    beta_s_per_byte: float
+    ocs: bool = False
+
+    @classmethod
+    def of(cls, latency_us: float, bandwidth_gbps: float, ocs: bool = False) -> LinkCost:
+        return cls(latency_us * 1e-6, 8.0 / (bandwidth_gbps * 1e9), ocs)
+
+    @classmethod
+    def from_link(cls, link: Link) -> LinkCost:
+        return cls.of(link.latency_us, link.bandwidth_gbps)
+
+    @classmethod
+    def from_rail(cls, rail: Rail, latency_us: float) -> LinkCost:
+        return cls.of(latency_us, rail.bandwidth_gbps, ocs=rail.kind == "ocs")
+
+    def transfer(self, nbytes: float) -> float:
+        return self.alpha_s + self.beta_s_per_byte * nbytes
+
+
+def ring(n: int, size: float, link: LinkCost) -> float:
+    """Ring AllReduce: ``2(n-1)`` rounds of ``S/n`` bytes."""
+    return 2 * (n - 1) * link.transfer(size / n)
+
+
+def rhd(n: int, size: float, link: LinkCost) -> float:
+    """Recursive halving-doubling over the largest power of two ``p <= n``: ``2·log2 p`` rounds moving
+    ``2(p-1)/p·S`` bytes; for ``n > p`` the extra ranks first hand their whole buffer to a partner and get
+    the result back (two full-buffer transfers)."""
+    p = 1 << (n.bit_length() - 1)
+    steps = int(math.log2(p))
+    core = 2 * steps * link.alpha_s + 2 * (p - 1) / p * size * link.beta_s_per_byte
+    return core + (2 * link.transfer(size) if n > p else 0.0)
+
+
+def reduce_scatter(members: int, size: float, link: LinkCost) -> float:
+    """Ring ReduceScatter among ``members`` ranks: ``members-1`` rounds of ``S/members`` bytes."""
+    return (members - 1) * link.transfer(size / members)
+
+
+def stragglar_completion(n: int, size: float, link: LinkCost, rounds: int | None = None) -> float:
+    """StragglAR's completion after the straggler arrives: ``rounds`` (default the paper's
+    ``n - 2 + ceil(log2 n)``) rounds of ``S/(n-1)`` bytes."""
+    if rounds is None:
+        rounds = n - 2 + math.ceil(math.log2(n))
+    return rounds * link.transfer(size / (n - 1))
+
+
+def stragglar(n: int, size: float, link: LinkCost, delay_s: float, rounds: int | None = None) -> float:
+    """StragglAR from the straggler's arrival, given its delay behind the ``n-1``-th arrival."""
+    exposed = max(0.0, reduce_scatter(n - 1, size, link) - delay_s)
+    return exposed + stragglar_completion(n, size, link, rounds)
+
+
+def break_even_delay(n: int, size: float, link: LinkCost, rounds: int | None = None) -> float:
+    """The smallest delay at which StragglAR is no slower than the better of Ring and RHD (``inf`` if never)."""
+    gap = min(ring(n, size, link), rhd(n, size, link)) - stragglar_completion(n, size, link, rounds)
+    if gap <= 0:
+        return math.inf
+    return max(0.0, reduce_scatter(n - 1, size, link) - gap)

@@ -1,0 +1,150 @@
+"""StragglAR schedules, the α-β model and the selector (no processes; see test_dp_collectives_gloo.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from data_plane.collectives import cost
+from data_plane.collectives.cost import LinkCost
+from data_plane.collectives.schedule import (
+    Op,
+    ScheduleError,
+    Transfer,
+    check_schedule,
+    round_bound,
+    stragglar_schedule,
+)
+from data_plane.collectives.selector import Algorithm, Selector, StragglerTracker
+from propius.fabric.model import Link, Rail
+
+GIB = 2**30
+PAPER = LinkCost(3e-6, 1 / (450 * GIB))
+
+
+@pytest.mark.parametrize("n", range(2, 65))
+def test_schedule_passes_the_checker(n: int) -> None:
+    s = stragglar_schedule(n)
+    check_schedule(s)
+    assert len(s.prephase) == n - 2
+    assert s.completion_rounds >= round_bound(n)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 9])
+def test_small_schedules_meet_the_papers_bound(n: int) -> None:
+    assert stragglar_schedule(n).completion_rounds == round_bound(n)
+
+
+def _broken(n: int, which: str):
+    s = stragglar_schedule(n)
+    rounds = [list(r) for r in s.completion]
+    if which == "drop":  # the last round's last copy never happens
+        rounds[-1].pop()
+    elif which == "twice":  # rank 0 also sends in the straggler's first swap round
+        rounds[0].append(Transfer(0, 2, 0, Op.COPY))
+    elif which == "double-count":  # the straggler adds chunk 0 twice
+        rounds.insert(1, [Transfer(0, n - 1, 0, Op.REDUCE)])
+    elif which == "straggler-early":
+        return replace(s, prephase=((Transfer(n - 1, 0, 0, Op.REDUCE),), *s.prephase))
+    return replace(s, completion=tuple(tuple(r) for r in rounds))
+
+
+@pytest.mark.parametrize(("which", "message"), [("drop", "lacks"), ("twice", "sends twice"),
+                                                 ("double-count", "twice in chunk 0"),
+                                                 ("straggler-early", "prephase")])
+def test_checker_fails_on_broken_schedules(which: str, message: str) -> None:
+    with pytest.raises(ScheduleError, match=message):
+        check_schedule(_broken(8, which))
+
+
+def test_receiving_twice_is_refused() -> None:
+    s = stragglar_schedule(4)
+    bad = replace(s, completion=((*s.completion[0], Transfer(1, 0, 1, Op.COPY)), *s.completion[1:]))
+    with pytest.raises(ScheduleError, match="rank 0 receives twice"):
+        check_schedule(bad)
+
+
+@pytest.mark.parametrize(("n", "paper"), [(8, 1.36), (256, 1.94)])
+def test_closed_form_speedup_matches_the_paper(n: int, paper: float) -> None:
+    speedup = cost.ring(n, GIB, PAPER) / cost.stragglar_completion(n, GIB, PAPER)
+    assert speedup == pytest.approx(paper, rel=0.01)
+
+
+@pytest.mark.parametrize("n", [4, 5, 6, 9])
+def test_schedule_simulation_matches_the_closed_form_where_it_meets_the_bound(n: int) -> None:
+    s = stragglar_schedule(n)
+    chunk = GIB / (n - 1)
+    simulated = sum(PAPER.transfer(chunk) for _ in s.completion)
+    assert simulated == pytest.approx(cost.stragglar_completion(n, GIB, PAPER), rel=0.01)
+
+
+def test_break_even_delay_and_hidden_reduce_scatter() -> None:
+    n = 8
+    d = cost.break_even_delay(n, GIB, PAPER)
+    best = min(cost.ring(n, GIB, PAPER), cost.rhd(n, GIB, PAPER))
+    assert cost.stragglar(n, GIB, PAPER, d) == pytest.approx(best)
+    assert cost.stragglar(n, GIB, PAPER, 10 * d) == pytest.approx(cost.stragglar_completion(n, GIB, PAPER))
+    assert cost.break_even_delay(3, GIB, PAPER) == math.inf  # 3 rounds of S/2 never beat Ring
+
+
+def test_link_costs_from_the_fabric() -> None:
+    link = LinkCost.from_link(Link(kind="scale-up", a="a", b="b", bandwidth_gbps=800.0, latency_us=0.5))
+    assert link.alpha_s == pytest.approx(0.5e-6) and link.beta_s_per_byte == pytest.approx(1e-11)
+    assert LinkCost.from_rail(Rail(id="r", index=0, kind="ocs"), 2.0).ocs
+
+
+def _tracker(n: int, late: int | None, delay: float, rounds: int = 32) -> StragglerTracker:
+    tracker = StragglerTracker()
+    for k in range(rounds):
+        tracker.observe({m: (delay if m == late else 1e-6 * ((m + k) % n)) for m in range(n)})
+    return tracker
+
+
+def test_tracker_lags_and_persistence() -> None:
+    t = _tracker(8, 5, 0.02)
+    assert t.persistent_member == 5 and t.persistence == 1.0
+    assert t.predicted_delay(0.25) == pytest.approx(0.02 - 7e-6, rel=0.01)
+    assert t.ewma[5] > 0.019 and t.ewma[0] == 0.0
+    rotating = _tracker(8, None, 0.0)
+    assert rotating.persistence == pytest.approx(4 / 32)
+
+
+def test_selector_picks_ring_or_rhd_without_a_straggler() -> None:
+    choice = Selector().choose(8, GIB, PAPER, _tracker(8, None, 0.0))
+    assert choice.algorithm in (Algorithm.RING, Algorithm.RHD)
+
+
+def test_selector_picks_stragglar_for_a_persistent_straggler_but_never_over_ocs() -> None:
+    n = 8
+    delay = 5 * cost.reduce_scatter(n - 1, GIB, PAPER)
+    tracker = _tracker(n, 3, delay)
+    assert Selector().choose(n, GIB, PAPER, tracker).algorithm is Algorithm.STRAGGLAR
+    assert Selector().form_group(list(range(n)), tracker)[-1] == 3
+    ocs = replace(PAPER, ocs=True)
+    assert Selector().choose(n, GIB, ocs, tracker).algorithm is not Algorithm.STRAGGLAR
+    short = _tracker(n, 3, 0.1 * cost.break_even_delay(n, GIB, PAPER))
+    assert Selector().choose(n, GIB, PAPER, short).algorithm is not Algorithm.STRAGGLAR
+
+
+def test_intermittent_straggler_is_not_bound() -> None:
+    tracker = StragglerTracker()
+    for k in range(32):
+        tracker.observe({m: (0.05 if m == (3 if k % 2 else 6) else 0.0) for m in range(8)})
+    assert tracker.persistence == 0.5
+    assert Selector().form_group(list(range(8)), tracker) == list(range(8))
+    assert Selector().choose(8, GIB, PAPER, tracker).algorithm is not Algorithm.STRAGGLAR
+
+
+@pytest.mark.parametrize("n", [4, 8, 16, 64])
+@pytest.mark.parametrize("link", [PAPER, LinkCost.of(20.0, 100.0), LinkCost.of(5000.0, 10.0)])
+def test_wrong_guess_loses_at_most_one_reduce_scatter(n: int, link: LinkCost) -> None:
+    t_rs = cost.reduce_scatter(n - 1, GIB, link)
+    choice = Selector().choose(n, GIB, link, _tracker(n, n - 1, 3 * t_rs))
+    if choice.algorithm is not Algorithm.STRAGGLAR:
+        return
+    # another member is late: the ready ranks' ReduceScatter waits for it, nothing of it is hidden
+    realised = cost.stragglar(n, GIB, link, 0.0)
+    best = min(choice.predicted_s[Algorithm.RING], choice.predicted_s[Algorithm.RHD])
+    assert realised - best <= t_rs
