@@ -27,6 +27,7 @@ from control_plane.redis_pipe import RedisPipe, pipe_supported
 from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
 from control_plane.store import Store
+from control_plane.wire import DecodeErrors
 from policies import load_policy
 from propius.config import Settings
 from propius.proto import propius_pb2_grpc as pb_grpc
@@ -73,7 +74,8 @@ class ControlPlane:
         self.pipe = RedisPipe(settings.redis_url) if pipe_supported(settings.redis_url) else None
         self.hot = HotState(self.redis, settings.key_prefix, keep_s=settings.blob_ttl_s, pipe=self.pipe)
         self.bus = EventBus(self.redis, self.hot.events_channel)
-        self.jobs = JobRegistry(self.store)
+        self.jobs = JobRegistry(self.store, max_live_per_owner=settings.max_jobs_per_owner,
+                                idle_ttl_s=settings.job_idle_ttl_s)
         self.metrics = Metrics()
         self.journal = Journal(self.store)
         self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs,
@@ -100,10 +102,10 @@ class ControlPlane:
         await self.rounds.recover()
         await self.scheduler.refresh()
         await self.view.refresh_states()
-        self.server = grpc.aio.server(options=grpc_options(self.settings))
+        self.server = grpc.aio.server(options=grpc_options(self.settings), interceptors=[DecodeErrors()])
         services = (
             (pb_grpc.add_JobServiceServicer_to_server,
-             JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.blob_ttl_s,
+             JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.finished_job_ttl_s,
                         store=self.store, exporter=self.trace_exporter,
                         export_every_job=self.settings.trace_export_dir is not None)),
             (pb_grpc.add_ClientServiceServicer_to_server,

@@ -333,18 +333,21 @@ class HotState:
                 return
 
     async def recent_clients(self, since: float) -> list[tuple[ClientProfile, float]]:
+        """(profile, last seen) of the clients seen since ``since``; a read, it forgets no one."""
         seen_key = global_key(self.prefix, "clients", "seen")
         profiles_key = global_key(self.prefix, "clients", "profiles")
-        await self.forget_clients_before(since)
         rows = await self.redis.zrangebyscore(seen_key, since, "+inf", withscores=True)
         if not rows:
             return []
         raw = await self.redis.hmget(profiles_key, [client for client, _ in rows])
-        return [
-            (ClientProfile.model_validate_json(text), seen)
-            for (_, seen), text in zip(rows, raw, strict=True)
-            if text is not None
-        ]
+        recent = []
+        for (_, seen), text in zip(rows, raw, strict=True):
+            if text is not None:
+                try:
+                    recent.append((ClientProfile.model_validate_json(text), seen))
+                except ValueError:  # stored by another version: not listed rather than failing the listing
+                    continue
+        return recent
 
     # ---------------------------------------------------------------- events and cleanup
 

@@ -57,7 +57,7 @@ async def test_lease_expiry_frees_the_slot_for_a_new_client(plane, stubs, wait_f
     assert not beat.valid
     with pytest.raises(grpc.aio.AioRpcError) as late:
         await stubs.upload("ghost", ghost.session_token, ghost_accept, {"w": np.ones(4, np.float32)}, 1.0)
-    assert late.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert late.value.code() == grpc.StatusCode.PERMISSION_DENIED  # its lease was lost: no longer bound
 
     checkin = await asyncio.wait_for(refill, 5.0)
     assert [offer.job_id for offer in checkin.offers] == [job_id]
@@ -73,7 +73,7 @@ async def test_lease_expiry_frees_the_slot_for_a_new_client(plane, stubs, wait_f
     np.testing.assert_array_equal(aggregate["w"], np.full(4, 3.0, np.float32))  # the ghost's data is absent
     with pytest.raises(grpc.aio.AioRpcError) as after_close:
         await stubs.upload("ghost", ghost.session_token, ghost_accept, {"w": np.ones(4, np.float32)}, 1.0)
-    assert after_close.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert after_close.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
     await plane.journal.flush()
     outcomes = {b.client_id: b.outcome for b in plane.store.bindings(job_id)}
