@@ -40,7 +40,10 @@ log = logging.getLogger(__name__)
 def grpc_options(settings: Settings) -> list[tuple[str, int]]:
     # Messages are chunks; a little headroom over the chunk size is enough.
     size = settings.chunk_bytes + (1 << 20)
-    return [("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)]
+    # gRPC queues calls that arrive faster than the event loop takes them up; past its default of 1,000
+    # queued calls it cancels them (CANCELLED, nothing logged): a burst of check-ins would lose some.
+    return [("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size),
+            ("grpc.server.max_pending_requests", settings.max_pending_calls)]
 
 
 def _freeze_startup_heap() -> None:

@@ -53,6 +53,8 @@ class Settings(BaseSettings):
                                     "RegisterJob beyond it: RESOURCE_EXHAUSTED")
     max_profile_bytes: int = Field(default=16 * 1024, ge=256, description="a check-in's client profile, encoded; "
                                    "larger: RESOURCE_EXHAUSTED")
+    max_pending_calls: int = Field(default=65536, ge=1000, description="calls gRPC queues before a handler "
+                                   "takes them up; a burst beyond it is answered CANCELLED by gRPC")
     max_stream_calls: int = Field(default=16384, ge=1, description="calls in flight on one Multiplex stream; "
                                   "a call beyond it is answered RESOURCE_EXHAUSTED")
 
