@@ -28,6 +28,7 @@ from control_plane.redis_pipe import RedisPipe, pipe_supported
 from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
 from control_plane.store import Store
+from control_plane.wire import DecodeErrors
 from policies import load_policy
 from propius.config import Settings
 from propius.proto import propius_pb2_grpc as pb_grpc
@@ -41,8 +42,10 @@ def grpc_options(settings: Settings) -> list[tuple[str, int]]:
     """The server's options. Messages are chunks: a little headroom over the chunk size is enough. Port
     reuse is off: with it, a second control plane on a taken port would start and share its connections."""
     size = settings.chunk_bytes + (1 << 20)
+    # gRPC queues calls that arrive faster than the event loop takes them up; past its default of 1,000
+    # queued calls it cancels them (CANCELLED, nothing logged): a burst of check-ins would lose some.
     return [("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size),
-            ("grpc.so_reuseport", 0)]
+            ("grpc.so_reuseport", 0), ("grpc.server.max_pending_requests", settings.max_pending_calls)]
 
 
 def _freeze_startup_heap() -> None:
@@ -76,7 +79,8 @@ class ControlPlane:
         self.pipe = RedisPipe(settings.redis_url) if pipe_supported(settings.redis_url) else None
         self.hot = HotState(self.redis, settings.key_prefix, keep_s=settings.blob_ttl_s, pipe=self.pipe)
         self.bus = EventBus(self.redis, self.hot.events_channel)
-        self.jobs = JobRegistry(self.store)
+        self.jobs = JobRegistry(self.store, max_live_per_owner=settings.max_jobs_per_owner,
+                                idle_ttl_s=settings.job_idle_ttl_s)
         self.metrics = Metrics()
         self.journal = Journal(self.store)
         self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs,
@@ -112,10 +116,10 @@ class ControlPlane:
         await self.rounds.recover()
         await self.scheduler.refresh()
         await self.view.refresh_states()
-        self.server = grpc.aio.server(options=grpc_options(self.settings))
+        self.server = grpc.aio.server(options=grpc_options(self.settings), interceptors=[DecodeErrors()])
         services = (
             (pb_grpc.add_JobServiceServicer_to_server,
-             JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.blob_ttl_s,
+             JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.finished_job_ttl_s,
                         store=self.store, exporter=self.trace_exporter,
                         export_every_job=self.settings.trace_export_dir is not None, policy=self.settings.policy)),
             (pb_grpc.add_ClientServiceServicer_to_server,

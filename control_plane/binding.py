@@ -114,7 +114,7 @@ class Binder:
                 break
             offers = self._offers(profile.client_id, attributes, max_offers)
         token = await self._hot.check_in(
-            profile, time.time(), self._settings.client_ttl_s, [(offer.offer_id, offer.state) for offer in offers],
+            profile, time.time(), self._session_ttl_s, [(offer.offer_id, offer.state) for offer in offers],
             self._settings.offer_ttl_s,
         )
         retry_after = 0.0 if offers else self._retry_after()
@@ -157,12 +157,20 @@ class Binder:
         self._metrics.accepts.labels(outcome.reason).inc()
         return job_id, round_, attempt, outcome
 
+    @property
+    def _session_ttl_s(self) -> float:
+        """A session outlives its last check-in or heartbeat by this much: never less than a lease, so an
+        upload that follows the last heartbeat within the lease finds its session."""
+        return max(self._settings.client_ttl_s, self._settings.lease_s)
+
     async def heartbeat(self, client_id: str, token: str, job_id: str, round_: int) -> bool:
+        """Extend the lease on the round (False: the client holds none) and the session with it."""
         await self.authenticate(client_id, token)
         state = await self._hot.round(job_id)
         if state is None or state.round != round_:
             return False
-        return await self._hot.heartbeat(job_id, round_, state.attempt, client_id, self._settings.lease_s)
+        return await self._hot.heartbeat(job_id, round_, state.attempt, client_id, self._settings.lease_s,
+                                         self._session_ttl_s)
 
     async def release(self, client_id: str, token: str, job_id: str, round_: int) -> bool:
         await self.authenticate(client_id, token)

@@ -12,7 +12,7 @@ import grpc
 
 from control_plane.binding import Binder
 from control_plane.convert import profile_from_pb, profile_to_pb
-from control_plane.errors import InvalidArgument, error_status, rpc_errors
+from control_plane.errors import InvalidArgument, ResourceExhausted, error_status, require_id, rpc_errors
 from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
 from control_plane.scheduler import SchedulerView
@@ -32,9 +32,7 @@ def _finite(value: float, field: str) -> float:
 
 
 def _job_round(request: pb.HeartbeatRequest | pb.ReleaseRequest) -> tuple[str, int]:
-    if not request.job_id or len(request.job_id) > 64:
-        raise InvalidArgument("job_id", "required (at most 64 characters)")
-    return request.job_id, request.round
+    return require_id(request.job_id), request.round
 
 
 class ClientService(pb_grpc.ClientServiceServicer):
@@ -49,10 +47,17 @@ class ClientService(pb_grpc.ClientServiceServicer):
         self._view = view
         self._store = store
 
+    @property
+    def max_stream_calls(self) -> int:
+        """Calls in flight on one Multiplex stream; one more is answered RESOURCE_EXHAUSTED."""
+        return self._settings.max_stream_calls
+
     # The handlers proper: plain coroutines that raise ServiceError. The unary RPCs and Multiplex both
     # run them, so a call answers the same on either path.
 
     async def check_in(self, request: pb.CheckInRequest) -> pb.CheckInResponse:
+        if request.profile.ByteSize() > self._settings.max_profile_bytes:
+            raise ResourceExhausted(f"profile: larger than {self._settings.max_profile_bytes} bytes encoded")
         profile = profile_from_pb(request.profile)
         wait_s = _finite(request.wait_s, "wait_s")
         result = await self._binder.check_in(profile, wait_s, request.max_offers)
@@ -123,10 +128,12 @@ class ClientService(pb_grpc.ClientServiceServicer):
 
     @rpc_errors
     async def ListClients(self, request: pb.ListClientsRequest, context: grpc.aio.ServicerContext):
+        """A read: the registry and the scheduler's supply estimates are left as they are (forgetting
+        clients is the scheduler's periodic work), whatever the window asked for."""
         window = _finite(request.active_within_s, "active_within_s") or self._settings.client_ttl_s
         recent = await self._hot.recent_clients(time.time() - window)
         done = await asyncio.to_thread(self._store.tasks_done_by_client)
-        supply = await self._view.estimate_supply(window)
+        supply = await self._view.count_supply(window)
         bound = await self._bound_jobs()
         return pb.ListClientsResponse(
             clients=[
@@ -160,6 +167,7 @@ class _Multiplexer:
                  context: grpc.aio.ServicerContext) -> None:
         self._handlers = {"check_in": service.check_in, "accept": service.accept, "heartbeat": service.heartbeat,
                           "release": service.release}
+        self._max_calls = service.max_stream_calls
         self._calls = calls
         self._context = context
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -195,6 +203,11 @@ class _Multiplexer:
                         self._reply(pb.ClientReply(
                             call_id=call.call_id, status_code=grpc.StatusCode.INVALID_ARGUMENT.value[0],
                             status_details="call_id: already in flight on this stream"))
+                        continue
+                    if len(self._tasks) >= self._max_calls:
+                        self._reply(pb.ClientReply(
+                            call_id=call.call_id, status_code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+                            status_details=f"calls: {self._max_calls} already in flight on this stream"))
                         continue
                     self._tasks[call.call_id] = asyncio.create_task(self._serve(call))
         finally:

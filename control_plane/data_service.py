@@ -1,7 +1,8 @@
 """DataService: model fan-out and update upload, streamed in chunks over gRPC.
 
 Payloads are safetensors bytes (never pickles). Uploads are bounded while they stream: an update
-larger than the limit is refused with RESOURCE_EXHAUSTED before it is buffered.
+larger than the limit is refused with RESOURCE_EXHAUSTED before it is buffered, and an upload's header
+(session, binding, weight, metrics) is checked before any of its body is read.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from collections.abc import AsyncIterator
 
 from control_plane.binding import Binder
 from control_plane.convert import round_info
-from control_plane.errors import Conflict, InvalidArgument, NotFound, ResourceExhausted, rpc_errors
+from control_plane.errors import (
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    require_id,
+    rpc_errors,
+)
 from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
 from control_plane.rounds import RoundManager
@@ -21,8 +30,24 @@ from control_plane.tracing import ClientTimings
 from propius.config import Settings
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
+from propius.specs import MAX_NUM_SAMPLES
 
-__all__ = ["DataService"]
+__all__ = ["DataService", "strict_json"]
+
+_MAX_NUMBERS_BYTES = 16 * 1024  # metrics_json, timings_json: 64 numbers fit many times over
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def strict_json(text: str, field: str) -> object:
+    """Parse JSON from a client: strict (no NaN/Infinity), and a nesting too deep to parse is refused,
+    never an internal error."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise InvalidArgument(field, "not valid JSON (NaN and Infinity are not JSON)") from None
 
 
 async def _collect(first: bytes, rest: AsyncIterator, limit: int, field: str) -> bytes:
@@ -42,10 +67,9 @@ def _numbers(text: str, field: str) -> dict[str, float]:
     """A small JSON object of finite numbers (client metrics, phase timings)."""
     if not text:
         return {}
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError:
-        raise InvalidArgument(field, "not valid JSON") from None
+    if len(text) > _MAX_NUMBERS_BYTES:
+        raise InvalidArgument(field, f"longer than {_MAX_NUMBERS_BYTES} characters")
+    raw = strict_json(text, field)
     if not isinstance(raw, dict) or len(raw) > 64:
         raise InvalidArgument(field, "must be an object of at most 64 numbers")
     numbers = {}
@@ -103,12 +127,15 @@ class DataService(pb_grpc.DataServiceServicer):
         if header is None:
             raise InvalidArgument("data", "empty stream")
         await self._binder.authenticate(header.client_id, header.session_token)
-        if not header.job_id:
-            raise InvalidArgument("job_id", "required")
-        if not math.isfinite(header.num_samples) or header.num_samples <= 0:
-            raise InvalidArgument("num_samples", "must be a positive, finite number")
+        require_id(header.job_id)
+        if not math.isfinite(header.num_samples) or not 0 < header.num_samples <= MAX_NUM_SAMPLES:
+            raise InvalidArgument("num_samples", f"must be a number in (0, {MAX_NUM_SAMPLES:g}]")
         metrics = _numbers(header.metrics_json, "metrics_json")
         timings = ClientTimings.parse(_numbers(header.timings_json, "timings_json"))
+        # The binding before the body: an unbound client never gets to stream an update.
+        if not await self._hot.is_member(header.job_id, header.round, header.attempt, header.client_id):
+            raise PermissionDenied(f"client {header.client_id!r} is not bound to attempt {header.attempt} of round "
+                                   f"{header.round} of job {header.job_id!r} (lease lost or never bound)")
         payload = await _collect(header.data, request_iterator, self._settings.max_update_bytes, "data")
         result = await self._rounds.deliver(
             header.job_id, header.client_id, header.round, header.attempt, payload, header.num_samples, metrics,

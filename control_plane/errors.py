@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "ResourceExhausted",
     "ServiceError",
     "error_status",
+    "require_id",
     "rpc_errors",
 ]
 
@@ -64,6 +66,17 @@ class Conflict(ServiceError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+_ID = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+def require_id(value: str, field: str = "job_id") -> str:
+    """An identifier from a request: 1 to 128 printable ASCII characters, no space, so it is safe as a key
+    and in SQL (PostgreSQL text cannot hold NUL)."""
+    if not _ID.fullmatch(value):
+        raise InvalidArgument(field, "required: 1 to 128 printable ASCII characters, no space or control character")
+    return value
+
+
 def error_status(error: Exception) -> tuple[grpc.StatusCode, str]:
     """The status a handler's exception becomes (INTERNAL, logged, for anything unexpected)."""
     if isinstance(error, ServiceError):
@@ -83,6 +96,8 @@ def rpc_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 async for item in handler(self, request, context):
                     yield item
+            except grpc.aio.AbortError:  # the call already has its status (control_plane.wire)
+                raise
             except Exception as error:  # noqa: BLE001 - every failure must become a status
                 code, message = error_status(error)
                 await context.abort(code, message)
@@ -93,6 +108,8 @@ def rpc_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
     async def unary(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             return await handler(self, request, context)
+        except grpc.aio.AbortError:
+            raise
         except Exception as error:  # noqa: BLE001
             code, message = error_status(error)
             await context.abort(code, message)

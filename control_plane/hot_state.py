@@ -242,11 +242,20 @@ class HotState:
             return BindOutcome(False, reply[1])
         return BindOutcome(True, reply[1], float(reply[2]), reply[3] or "")
 
-    async def heartbeat(self, job_id: str, round_: int, attempt: int, client_id: str, lease_s: float) -> bool:
-        alive = await self._heartbeat(
-            keys=[self._round_key(job_id), self._leases_key(job_id, round_, attempt)],
-            args=[round_, attempt, client_id, time.time() + lease_s],
-        )
+    async def heartbeat(self, job_id: str, round_: int, attempt: int, client_id: str, lease_s: float,
+                        session_ttl_s: float) -> bool:
+        """Extend the client's lease on the round (False: it holds none) and its session, in one round trip.
+
+        The session lives as long as the client heartbeats: a task longer than ``session_ttl_s`` keeps
+        its binding, which is lost only by a missed lease, the round's end or a release.
+        """
+        async with self.redis.pipeline(transaction=False) as pipe:
+            await self._heartbeat(
+                keys=[self._round_key(job_id), self._leases_key(job_id, round_, attempt)],
+                args=[round_, attempt, client_id, time.time() + lease_s], client=pipe,
+            )
+            pipe.pexpire(client_key(self.prefix, client_id, "session"), int(session_ttl_s * 1000))
+            alive, _ = await pipe.execute()
         return bool(alive)
 
     async def unbind(self, job_id: str, round_: int, attempt: int, client_ids: list[str]) -> tuple[list[str], int]:
@@ -328,18 +337,21 @@ class HotState:
                 return
 
     async def recent_clients(self, since: float) -> list[tuple[ClientProfile, float]]:
+        """(profile, last seen) of the clients seen since ``since``; a read, it forgets no one."""
         seen_key = global_key(self.prefix, "clients", "seen")
         profiles_key = global_key(self.prefix, "clients", "profiles")
-        await self.forget_clients_before(since)
         rows = await self.redis.zrangebyscore(seen_key, since, "+inf", withscores=True)
         if not rows:
             return []
         raw = await self.redis.hmget(profiles_key, [client for client, _ in rows])
-        return [
-            (ClientProfile.model_validate_json(text), seen)
-            for (_, seen), text in zip(rows, raw, strict=True)
-            if text is not None
-        ]
+        recent = []
+        for (_, seen), text in zip(rows, raw, strict=True):
+            if text is not None:
+                try:
+                    recent.append((ClientProfile.model_validate_json(text), seen))
+                except ValueError:  # stored by another version: not listed rather than failing the listing
+                    continue
+        return recent
 
     # ---------------------------------------------------------------- events and cleanup
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 
 from control_plane.convert import job_info, round_info
-from control_plane.errors import InvalidArgument, rpc_errors
+from control_plane.errors import InvalidArgument, require_id, rpc_errors
 from control_plane.events import Event, EventBus
 from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
@@ -31,12 +31,6 @@ TraceExporter = Callable[[Store, str], Awaitable[Path | None]]
 """Writes a completed job's trace, read from the durable store, out of the control plane (e.g. as a CCL-Bench
 data point, :func:`propius.trace.export.data_point_exporter`); returns where it went, or None when nothing was written.
 Called from CompleteJob after the journal is flushed: a job that cannot be exported is logged, never raised."""
-
-
-def _require_id(value: str, field: str = "job_id") -> str:
-    if not value or len(value) > 64:
-        raise InvalidArgument(field, "required (at most 64 characters)")
-    return value
 
 
 class JobService(pb_grpc.JobServiceServicer):
@@ -74,19 +68,19 @@ class JobService(pb_grpc.JobServiceServicer):
 
     @rpc_errors
     async def StartRound(self, request: pb.StartRoundRequest, context: grpc.aio.ServicerContext):
-        job = await self._jobs.require_live(_require_id(request.job_id), request.job_token)
+        job = await self._jobs.require_live(require_id(request.job_id), request.job_token)
         return round_info(await self._rounds.start_round(job, request.demand))
 
     @rpc_errors
     async def EndRound(self, request: pb.EndRoundRequest, context: grpc.aio.ServicerContext):
-        job = await self._jobs.require_live(_require_id(request.job_id), request.job_token)
+        job = await self._jobs.require_live(require_id(request.job_id), request.job_token)
         state = await self._hot.round(job.job_id)
         if state is None or state.round != request.round:
             raise InvalidArgument("round", f"job {job.job_id!r} has no round {request.round}")
         return round_info(await self._rounds.close(job.job_id, state.round, state.attempt))
 
     async def _finish(self, request: pb.JobRef, state: str) -> pb.JobInfo:
-        job = await self._jobs.authorize(_require_id(request.job_id), request.job_token)
+        job = await self._jobs.authorize(require_id(request.job_id), request.job_token)
         if not job.finished:
             await self._rounds.abort(job.job_id)
             job = await self._jobs.update(job.job_id, state=state)
@@ -123,7 +117,7 @@ class JobService(pb_grpc.JobServiceServicer):
 
     @rpc_errors
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext):
-        job = await self._jobs.get(_require_id(request.job_id))
+        job = await self._jobs.get(require_id(request.job_id))
         return job_info(job, await self._hot.round(job.job_id))
 
     @rpc_errors
@@ -136,7 +130,7 @@ class JobService(pb_grpc.JobServiceServicer):
     async def WatchJob(
         self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.JobEvent]:
-        job = await self._jobs.get(_require_id(request.job_id))
+        job = await self._jobs.get(require_id(request.job_id))
         with self._bus.subscribe(job.job_id) as events:
             yield pb.JobEvent(kind="snapshot", job=job_info(job, await self._hot.round(job.job_id)))
             while not job.finished:

@@ -16,7 +16,7 @@ import time
 
 import redis.asyncio as aioredis
 
-from control_plane.errors import Conflict, InvalidArgument, NotFound
+from control_plane.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from control_plane.events import Event, EventBus
 from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
@@ -29,6 +29,7 @@ from control_plane.tracing import ClientTimings, TraceRecorder
 from data_plane import (
     AddResult,
     Aggregate,
+    AggregateFailed,
     BlobRef,
     BlobStore,
     PayloadError,
@@ -170,7 +171,7 @@ class RoundManager:
         if aggregator is None:
             raise Conflict(f"round {round_} of job {job_id!r} is being re-opened; check in again")
         if not await self._hot.is_member(job_id, round_, attempt, client_id):
-            raise Conflict(f"client {client_id!r} is not bound to round {round_} (lease lost or never bound)")
+            raise PermissionDenied(f"client {client_id!r} is not bound to round {round_} (lease lost or never bound)")
         received_at = time.time()
         try:
             result = await aggregator.add(client_id, payload, weight, metrics)
@@ -213,7 +214,11 @@ class RoundManager:
             if aggregator is None or aggregator.results == 0:
                 return await self._fail(job_id, state, "failed")
             finalize_start = time.time()
-            aggregate: Aggregate = await aggregator.finalize()
+            try:
+                aggregate: Aggregate = await aggregator.finalize()
+            except AggregateFailed as error:  # never publish a non-finite model: the round is re-run
+                log.error("job %s round %d attempt %d failed: %s", job_id, round_, attempt, error)
+                return await self._fail(job_id, state, "failed")
             payload = await asyncio.to_thread(encode, aggregate.tensors)
             ref = await self.blobs.put(self._hot.namespace(job_id), payload)
             if not await self._hot.finish_round(job_id, round_, attempt, "closed", ref.digest):

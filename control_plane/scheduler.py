@@ -185,9 +185,25 @@ class SchedulerView:
         return Snapshot(order_open_rounds(self.policy, views, ctx, fastest_fill), states, ctx)
 
     async def estimate_supply(self, window_s: float) -> dict[str, int]:
-        """Recent clients per eligibility class. Read and counted in slices, yielding to the event loop
-        between them, and a client's parsed profile and eligibility are remembered while its profile
-        and the classes stay the same, so a large population does not stall check-ins."""
+        """The scheduler's periodic re-estimate: forget the clients not seen within ``window_s`` (registry
+        and observations), then count the recent ones per eligibility class and use that as the supply."""
+        since = time.time() - window_s
+        await self._hot.forget_clients_before(since)
+        self.observations.forget_before(time.time() - KEEP_S)
+        counts, self._eligible = await self._count(since)  # clients no longer recent are forgotten
+        self.supply = counts
+        return self.supply
+
+    async def count_supply(self, window_s: float) -> dict[str, int]:
+        """Clients seen within ``window_s`` per eligibility class; a read that changes no estimate."""
+        counts, _ = await self._count(time.time() - window_s)
+        return counts
+
+    async def _count(self, since: float) -> tuple[dict[str, int], dict[str, tuple[str, tuple[str, ...]]]]:
+        """Recent clients per eligibility class, and what each recent client is eligible for. Read and
+        counted in slices, yielding to the event loop between them, and a client's parsed profile and
+        eligibility are reused while its profile and the classes stay the same, so a large population
+        does not stall check-ins."""
         classes = {job.eligibility_key: job.spec.requirements.public for job in self._jobs.active()}
         signature = tuple(sorted(classes))
         if signature != self._classes_signature:
@@ -195,9 +211,6 @@ class SchedulerView:
             self._classes_signature = signature
         counts = dict.fromkeys(classes, 0)
         seen: dict[str, tuple[str, tuple[str, ...]]] = {}
-        since = time.time() - window_s
-        await self._hot.forget_clients_before(since)
-        self.observations.forget_before(time.time() - KEEP_S)
         async for rows in self._hot.recent_profiles_raw(since):
             for client_id, raw in rows:
                 cached = self._eligible.get(client_id)
@@ -212,9 +225,7 @@ class SchedulerView:
                 for key in cached[1]:
                     counts[key] += 1
             await asyncio.sleep(0)
-        self._eligible = seen  # clients no longer recent are forgotten
-        self.supply = counts
-        return self.supply
+        return counts, seen
 
 
 class Scheduler:

@@ -327,6 +327,20 @@ class Store:
         statement = update(_Job).where(_Job.job_id == job_id).values(state=state, finished_at=finished_at)
         self._update_one(statement, f"job {job_id}")
 
+    def expire_registered(self, registered_before: float, finished_at: float) -> list[str]:
+        """Cancel the jobs registered before ``registered_before`` that never started; their ids. Only a job
+        still ``registered`` is changed, so one another shard has just started is left running."""
+        with self._session.begin() as session:
+            ids = list(session.scalars(select(_Job.job_id).where(
+                _Job.state == "registered", _Job.created_at < registered_before)))
+            cancelled = []
+            for job_id in ids:
+                result = session.execute(update(_Job).where(_Job.job_id == job_id, _Job.state == "registered")
+                                         .values(state="cancelled", finished_at=finished_at))
+                if result.rowcount:
+                    cancelled.append(job_id)
+        return cancelled
+
     def set_rounds_done(self, job_id: str, n: int) -> None:
         self._update_one(update(_Job).where(_Job.job_id == job_id).values(rounds_done=n), f"job {job_id}")
 

@@ -11,11 +11,12 @@ from data_plane.blobs import BlobRef, BlobStore
 from data_plane.claims import ClaimSet, accepted_key
 from data_plane.collector import RoundCollector
 from data_plane.tensors import PayloadError, Schema, check_finite, decode, encode, schema
-from data_plane.updates import AddResult, Aggregate, RoundUpdates, UpdateRejected
+from data_plane.updates import AddResult, Aggregate, AggregateFailed, RoundUpdates, UpdateRejected
 
 __all__ = [
     "AddResult",
     "Aggregate",
+    "AggregateFailed",
     "BlobRef",
     "BlobStore",
     "ClaimSet",

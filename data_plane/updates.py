@@ -22,8 +22,9 @@ import redis.asyncio as aioredis
 
 from data_plane.claims import ClaimSet
 from data_plane.tensors import Schema
+from propius.specs import MAX_NUM_SAMPLES
 
-__all__ = ["AddResult", "Aggregate", "RoundUpdates", "UpdateRejected", "is_real"]
+__all__ = ["AddResult", "Aggregate", "AggregateFailed", "RoundUpdates", "UpdateRejected", "is_real"]
 
 Payload = bytes | bytearray | memoryview
 P = TypeVar("P")  # an update as validated, ready to keep
@@ -36,6 +37,11 @@ class UpdateRejected(ValueError):
         super().__init__(f"{field}: {reason}")
         self.field = field
         self.reason = reason
+
+
+class AggregateFailed(ValueError):
+    """The accepted updates do not average to a finite model (their values overflow float64 when
+    combined); the round must fail rather than publish it."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +83,8 @@ class RoundUpdates(ABC, Generic[P]):
         """Validate, claim and keep one client's update; PayloadError or UpdateRejected leave no trace."""
         if self._closed:
             raise UpdateRejected("round", "round closed")
-        if not is_real(weight) or not math.isfinite(weight) or weight <= 0:
-            raise UpdateRejected("num_samples", f"weight must be positive and finite, got {weight!r}")
+        if not is_real(weight) or not math.isfinite(weight) or not 0 < weight <= MAX_NUM_SAMPLES:
+            raise UpdateRejected("num_samples", f"weight must be in (0, {MAX_NUM_SAMPLES:g}], got {weight!r}")
         prepared = await self._prepare(payload, metrics)
         return await _shielded(self._keep(client_id, prepared, float(weight)))
 

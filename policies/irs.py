@@ -116,6 +116,8 @@ class IrsPolicy(Policy):
         return not self._in_fastest_tier(head, ctx)
 
     def _in_fastest_tier(self, head: JobView, ctx: SchedulingContext) -> bool:
-        """Whether the client's learned speed is in the fastest tier (unknown: not)."""
+        """Whether the client's learned speed is in the fastest tier. A client of unknown speed counts as
+        fastest: it is offered the pinned job, so it is tried and measured (else a population of new clients
+        would never be offered a pinned round, and the round would starve)."""
         speed = ctx.client.s_per_sample if ctx.client is not None else None
-        return speed is not None and bisect.bisect_left(ctx.speed_tiers, speed) == 0
+        return speed is None or bisect.bisect_left(ctx.speed_tiers, speed) == 0

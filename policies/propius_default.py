@@ -253,7 +253,7 @@ class PropiusPolicy(IrsPolicy):
         if not self.task_tiers or head.fast_task_s is None:
             return super()._in_fastest_tier(head, ctx)
         task_s = ctx.client.task_s(head) if ctx.client is not None else None
-        return task_s is not None and task_s <= head.fast_task_s
+        return task_s is None or task_s <= head.fast_task_s  # unknown: tried, as in IRS
 
     def _late(self, job: JobView, finish_at: float) -> bool:
         """True when the round already holds ``demand`` clients and is expected to close before ``finish_at``.

@@ -44,7 +44,19 @@ class Settings(BaseSettings):
     chunk_bytes: int = Field(default=1 << 20, ge=1 << 12)
     max_model_bytes: int = Field(default=2 << 30, ge=1)
     max_update_bytes: int = Field(default=2 << 30, ge=1)
-    blob_ttl_s: float = Field(default=24 * 3600.0, gt=0)
+    blob_ttl_s: float = Field(default=24 * 3600.0, gt=0, description="a live job's models and round keys")
+    finished_job_ttl_s: float = Field(default=600.0, gt=0, description="a completed or cancelled job's keys "
+                                      "and blobs (its last aggregate) stay readable this long, then expire")
+    job_idle_ttl_s: float = Field(default=3600.0, gt=0, description="a job registered but never started is "
+                                  "cancelled after this long")
+    max_jobs_per_owner: int = Field(default=100, ge=1, description="live (registered or running) jobs per owner; "
+                                    "RegisterJob beyond it: RESOURCE_EXHAUSTED")
+    max_profile_bytes: int = Field(default=16 * 1024, ge=256, description="a check-in's client profile, encoded; "
+                                   "larger: RESOURCE_EXHAUSTED")
+    max_pending_calls: int = Field(default=65536, ge=1000, description="calls gRPC queues before a handler "
+                                   "takes them up; a burst beyond it is answered CANCELLED by gRPC")
+    max_stream_calls: int = Field(default=16384, ge=1, description="calls in flight on one Multiplex stream; "
+                                  "a call beyond it is answered RESOURCE_EXHAUSTED")
 
     policy: str = Field(default=DEFAULT_POLICY, description="sharing policy: an entry point of propius.policies")
     policy_options: dict[str, JsonValue] = Field(

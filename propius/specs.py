@@ -3,19 +3,27 @@
 The same models validate a YAML file on the user's machine, the JSON that crosses the wire in
 ``RegisterJob`` and the private constraints a device evaluates locally, so a spec can never mean one
 thing to the SDK and another to the control plane.
+
+Every number has a documented range and every float is finite (JSON's ``NaN``/``Infinity`` are
+refused), so a spec the control plane accepts is one it can store, read back and put on the wire
+(whose round counters are 32-bit): rounds 1..1,000,000; demand 1..100,000; priority within +/-1e9;
+timeouts in (0, 7 days]; local steps and batch size 1..1,000,000; an update's ``num_samples`` in
+(0, 1e12]. Names and labels hold no control characters (PostgreSQL text cannot hold NUL).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
 
 __all__ = [
+    "MAX_NUM_SAMPLES",
     "AttributeValue",
     "ClientProfile",
     "Constraint",
@@ -29,6 +37,25 @@ __all__ = [
 ]
 
 AttributeValue = float | str
+
+MAX_ROUNDS = 1_000_000
+MAX_DEMAND = 100_000
+MAX_PRIORITY = 1e9
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MAX_NUM_SAMPLES = 1e12  # an update's weight (UploadUpdate.num_samples): (0, MAX_NUM_SAMPLES]
+MAX_OPTION_INT = 2**53  # task options travel as JSON numbers; larger integers lose precision in most parsers
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _printable(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("must not contain control characters (NUL, newline, ...)")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_printable)]
+"""A string without control characters: it may be stored in SQL (PostgreSQL text cannot hold NUL) and logged."""
 
 
 class SpecError(ValueError):
@@ -48,7 +75,7 @@ def describe_validation_error(error: ValidationError) -> SpecError:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
 
 class DeviceClass(StrEnum):
@@ -61,7 +88,7 @@ class Constraint(_Strict):
 
     min: float | None = None
     max: float | None = None
-    in_: Annotated[frozenset[str] | None, Field(alias="in")] = None
+    in_: Annotated[frozenset[Text] | None, Field(alias="in")] = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> Constraint:
@@ -119,12 +146,13 @@ class Requirements(_Strict):
 class TaskConfig(_Strict):
     """What a client's executor runs; ``executor`` names a registered executor plug-in."""
 
-    executor: str = "torch-train"
-    model: str = "mlp"
-    local_steps: int = Field(default=10, ge=1)
-    batch_size: int = Field(default=32, ge=1)
-    learning_rate: float = Field(default=0.1, gt=0)
-    options: dict[str, float | int | str | bool] = Field(default_factory=dict)
+    executor: Text = Field(default="torch-train", max_length=128)
+    model: Text = Field(default="mlp", max_length=128)
+    local_steps: int = Field(default=10, ge=1, le=1_000_000)
+    batch_size: int = Field(default=32, ge=1, le=1_000_000)
+    learning_rate: float = Field(default=0.1, gt=0, le=1e6)
+    options: dict[Text, bool | Annotated[int, Field(ge=-MAX_OPTION_INT, le=MAX_OPTION_INT)] | float | str] = Field(
+        default_factory=dict)
 
     @property
     def work_samples(self) -> float:
@@ -137,14 +165,14 @@ class JobSpec(_Strict):
     """A federated-learning job as a user submits it (``propius submit job.yaml``)."""
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    owner: str = Field(default="anonymous", min_length=1, max_length=128)
-    rounds: int | None = Field(default=None, ge=1, description="None: open-ended")
-    demand: int = Field(ge=1, le=100_000, description="results wanted per round")
+    owner: Text = Field(default="anonymous", min_length=1, max_length=128)
+    rounds: int | None = Field(default=None, ge=1, le=MAX_ROUNDS, description="None: open-ended")
+    demand: int = Field(ge=1, le=MAX_DEMAND, description="results wanted per round")
     over_selection: float = Field(default=1.3, ge=1.0, le=10.0)
     min_results: int | None = Field(default=None, ge=1, description="results that close a round; default demand")
-    schedule_timeout_s: float = Field(default=120.0, gt=0)
-    execution_timeout_s: float = Field(default=180.0, gt=0)
-    priority: float = 0.0
+    schedule_timeout_s: float = Field(default=120.0, gt=0, le=MAX_TIMEOUT_S)
+    execution_timeout_s: float = Field(default=180.0, gt=0, le=MAX_TIMEOUT_S)
+    priority: float = Field(default=0.0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
     requirements: Requirements = Field(default_factory=Requirements)
     task: TaskConfig = Field(default_factory=TaskConfig)
     aggregation: Literal["fedavg", "collect"] = Field(
@@ -194,10 +222,10 @@ class JobSpec(_Strict):
 class ClientProfile(_Strict):
     """What a device tells the control plane about itself. Private attributes are not part of it."""
 
-    client_id: str = Field(default="", max_length=128)
+    client_id: Text = Field(default="", max_length=128)
     device_class: DeviceClass = DeviceClass.EDGE
-    numeric: dict[str, float] = Field(default_factory=dict)
-    labels: dict[str, str] = Field(default_factory=dict)
+    numeric: dict[Text, float] = Field(default_factory=dict)
+    labels: dict[Text, Text] = Field(default_factory=dict)
 
     def attributes(self) -> dict[str, AttributeValue]:
         """The flat view constraints are evaluated on (``device_class`` included)."""

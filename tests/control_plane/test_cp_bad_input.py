@@ -109,14 +109,16 @@ async def test_bad_uploads_are_rejected_without_losing_accepted_data(planes, stu
     await rejected(upload(update={"w": np.ones((3, 2), np.float32)}), INVALID, "data")  # shape differs
     await rejected(upload(update={"w": np.ones((2, 3), np.float64)}), INVALID, "data")  # dtype differs
     await rejected(upload(update={"v": np.ones((2, 3), np.float32)}), INVALID, "data")  # name differs
-    for samples in (-1.0, 0.0, math.nan, math.inf):
+    for samples in (-1.0, 0.0, math.nan, math.inf, 1.5e308, 1e12 * 1.01):
         await rejected(upload(num_samples=samples), INVALID, "num_samples")
-    for metrics in ("not json", "[1, 2]", '{"loss": "low"}', '{"loss": NaN}', '{"ok": true}'):
+    for metrics in ("not json", "[1, 2]", '{"loss": "low"}', '{"loss": NaN}', '{"ok": true}', '{"a": Infinity}',
+                    "[" * 100_000 + "]" * 100_000, '{"a": ' + "[" * 5000 + "]" * 5000 + "}"):
         await rejected(upload(metrics=metrics), INVALID, "metrics_json")
+    # An upload to a round or attempt the client is not bound to is refused before its body is read.
     stale_round = pb.AcceptResponse(job_id=job_id, round=5, attempt=0)
-    await rejected(upload(target=stale_round), grpc.StatusCode.FAILED_PRECONDITION)
+    await rejected(upload(target=stale_round), grpc.StatusCode.PERMISSION_DENIED)
     stale_attempt = pb.AcceptResponse(job_id=job_id, round=0, attempt=1)
-    await rejected(upload(target=stale_attempt), grpc.StatusCode.FAILED_PRECONDITION)
+    await rejected(upload(target=stale_attempt), grpc.StatusCode.PERMISSION_DENIED)
     await rejected(stubs.upload("stranger", session, accept, good_update, 1.0), grpc.StatusCode.PERMISSION_DENIED)
 
     state = await plane.hot.round(job_id)

@@ -57,7 +57,7 @@ async def test_lease_expiry_frees_the_slot_for_a_new_client(plane, stubs, wait_f
     assert not beat.valid
     with pytest.raises(grpc.aio.AioRpcError) as late:
         await stubs.upload("ghost", ghost.session_token, ghost_accept, {"w": np.ones(4, np.float32)}, 1.0)
-    assert late.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert late.value.code() == grpc.StatusCode.PERMISSION_DENIED  # its lease was lost: no longer bound
 
     checkin = await asyncio.wait_for(refill, 5.0)
     assert [offer.job_id for offer in checkin.offers] == [job_id]
@@ -73,7 +73,7 @@ async def test_lease_expiry_frees_the_slot_for_a_new_client(plane, stubs, wait_f
     np.testing.assert_array_equal(aggregate["w"], np.full(4, 3.0, np.float32))  # the ghost's data is absent
     with pytest.raises(grpc.aio.AioRpcError) as after_close:
         await stubs.upload("ghost", ghost.session_token, ghost_accept, {"w": np.ones(4, np.float32)}, 1.0)
-    assert after_close.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert after_close.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
     await plane.journal.flush()
     outcomes = {b.client_id: b.outcome for b in plane.store.bindings(job_id)}
@@ -98,3 +98,26 @@ async def test_heartbeats_keep_a_lease_alive(planes, stub_factory):
     assert await plane.hot.is_member(job_id, 0, 0, "worker")
     reply = await stubs.upload("worker", checkin.session_token, accept, {"w": np.ones(2, np.float32)}, 1.0)
     assert reply.accepted and reply.results == 1
+
+
+async def test_a_task_longer_than_the_session_ttl_keeps_its_binding_while_it_heartbeats(planes, stub_factory):
+    """The session outlives its check-in while the client heartbeats: a 3 s task on a 1 s client TTL
+    keeps its binding and its upload counts (the binding is lost only by a missed lease)."""
+    plane = await planes.start(client_ttl_s=1.0, lease_s=1.0)
+    stubs = await stub_factory(plane.address)
+    job_id, token = await stubs.register(name="long-task", demand=1, over_selection=1.0)
+    await stubs.start_round(job_id, token)
+    await stubs.publish(job_id, token, 0, {"w": np.zeros(4, np.float32)})
+    checkin, accept = await stubs.bind("slow")
+    model = await stubs.fetch("slow", checkin.session_token, job_id, 0)
+
+    beat = pb.HeartbeatRequest(client_id="slow", session_token=checkin.session_token, job_id=job_id, round=0)
+    task_end = asyncio.get_running_loop().time() + 3.0  # the task itself: three session TTLs long
+    while asyncio.get_running_loop().time() < task_end:
+        assert (await stubs.clients.Heartbeat(beat)).valid
+        await asyncio.sleep(0.2)
+    reply = await stubs.upload("slow", checkin.session_token, accept, {"w": model["w"] + 1}, 1.0)
+    assert reply.accepted and reply.results == 1
+    info, aggregate = await stubs.aggregate(job_id, token, 0)
+    assert info.state == pb.ROUND_STATE_CLOSED
+    np.testing.assert_array_equal(aggregate["w"], np.ones(4, np.float32))

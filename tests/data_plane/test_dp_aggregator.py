@@ -8,8 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from data_plane.aggregator import RoundAggregator, UpdateRejected
+from data_plane.aggregator import AggregateFailed, RoundAggregator, UpdateRejected
 from data_plane.tensors import PayloadError, encode
+from propius.specs import MAX_NUM_SAMPLES
 
 
 def _updates(n: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
@@ -126,7 +127,7 @@ async def test_failed_fold_releases_the_claim(raw_redis, namespace, monkeypatch)
 async def test_cancelled_caller_still_counts_a_claimed_update(raw_redis, namespace, monkeypatch):
     aggregator = RoundAggregator(raw_redis, namespace, 6, 0)
     fold = aggregator._fold
-    monkeypatch.setattr(aggregator, "_fold", lambda t, w: (time.sleep(0.2), fold(t, w)))
+    monkeypatch.setattr(aggregator, "_fold", lambda t, w: (time.sleep(0.2), fold(t, w))[1])
     task = asyncio.create_task(aggregator.add("c", encode(_updates(1)[0]), 3.0))
     while not await _members(raw_redis, namespace, 6):
         await asyncio.sleep(0.005)
@@ -135,3 +136,40 @@ async def test_cancelled_caller_still_counts_a_claimed_update(raw_redis, namespa
         await task
     aggregate = await aggregator.finalize()  # waits for the commit in flight
     assert aggregate.results == 1 and aggregate.total_weight == 3.0
+
+
+async def test_weights_at_the_cap_fold_without_overflow(raw_redis, namespace):
+    """Weights are folded as fractions of the largest so far: weights up to the num_samples cap on
+    values whose weighted sum would overflow float64 still give the exact, finite mean."""
+    aggregator = RoundAggregator(raw_redis, namespace, 0, 0)
+    updates = [{"d": np.full(3, value), "f": np.full(2, value / 1e270, np.float32)} for value in (1e296, 2e296, 4e296)]
+    weights = [1.0, MAX_NUM_SAMPLES, MAX_NUM_SAMPLES / 2]  # growing, then smaller: the sums are rescaled once
+    for i, (update, weight) in enumerate(zip(updates, weights, strict=True)):
+        assert (await aggregator.add(f"c{i}", encode(update), weight, {"loss": 1e300 * (i + 1)})).accepted
+    aggregate = await aggregator.finalize()
+    for name in ("d", "f"):
+        stacked = np.stack([u[name].astype(np.float64) for u in updates])
+        expected = np.average(stacked, axis=0, weights=np.array(weights) / MAX_NUM_SAMPLES)  # numpy's own overflows
+        np.testing.assert_allclose(aggregate.tensors[name], expected, rtol=1e-6)
+    assert aggregate.total_weight == pytest.approx(sum(weights))
+    assert aggregate.metrics["loss"] == pytest.approx(np.average([1e300, 2e300, 3e300],
+                                                                           weights=np.array(weights) / MAX_NUM_SAMPLES))
+
+
+async def test_a_weight_above_the_cap_is_rejected_without_trace(raw_redis, namespace):
+    aggregator = RoundAggregator(raw_redis, namespace, 0, 0)
+    for weight in (1.5e308, MAX_NUM_SAMPLES * 1.01):
+        with pytest.raises(UpdateRejected) as info:
+            await aggregator.add("big", encode({"w": np.ones(2, np.float32)}), weight)
+        assert info.value.field == "num_samples"
+    assert aggregator.results == 0 and not await _members(raw_redis, namespace, 0)
+
+
+async def test_a_mean_that_overflows_fails_instead_of_closing_with_inf(raw_redis, namespace):
+    aggregator = RoundAggregator(raw_redis, namespace, 0, 0)
+    for i in range(2):  # each value finite, their sum is not
+        assert (await aggregator.add(f"c{i}", encode({"d": np.full(2, 1.5e308)}), 1.0)).accepted
+    with pytest.raises(AggregateFailed, match="not finite"):
+        await aggregator.finalize()
+    with pytest.raises(UpdateRejected):  # the round is over
+        await aggregator.add("late", encode({"d": np.ones(2)}), 1.0)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from policies import ClientEstimate, IrsPolicy, JobView, SchedulingContext
+from policies import ClientEstimate, IrsPolicy, JobView, SchedulingContext, load_policy
 from policies.irs import class_groups
+from propius.config import DEFAULT_POLICY
 
 CLIENT = {"device_class": "edge"}
 
@@ -70,7 +71,20 @@ def test_the_head_job_is_pinned_to_the_fastest_tier_when_responses_dominate(view
 
     assert rank(0.01) == ["head", "next"]
     assert rank(0.03) == ["next"]
-    assert rank(None) == ["next"]  # unknown speed: not known to be fast
+    assert rank(None) == ["head", "next"]  # unknown speed: counts as fastest, so it is tried and measured
     # Scheduling-dominated rounds (100 <= 3 x 40) are not pinned.
     jobs[0] = view("head", rounds_total=1, recent_schedule_s=40.0, recent_response_s=100.0)
     assert rank(0.03) == ["head", "next"]
+
+
+def test_a_pinned_round_is_offered_to_clients_of_unknown_speed(view: Callable[..., JobView]) -> None:
+    """One job whose responses dominate (so it is pinned to the fastest tier) and a population whose speed
+    is not learned yet: every such client is offered it, under IRS and the default policy, else the round
+    never binds anyone and is never measured."""
+    jobs = [view("only", rounds_total=3, target=13, recent_schedule_s=10.0, recent_response_s=100.0,
+                 fast_task_s=60.0, work_samples=1000.0, model_size_kbit=800.0)]
+    for policy in (IrsPolicy(), load_policy(DEFAULT_POLICY)):
+        for client in (None, ClientEstimate(), ClientEstimate(s_per_sample=None, bandwidth_kbps=1e4),
+                       ClientEstimate(s_per_sample=0.01, bandwidth_kbps=None)):
+            ctx = SchedulingContext(now=0.0, supply_by_class={"{}": 14}, client=client, speed_tiers=(0.02, 0.05))
+            assert ids(policy.rank_for_client(CLIENT, jobs, ctx)) == ["only"], (policy.name, client)
