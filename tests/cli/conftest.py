@@ -19,8 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """This checkout first on the path, wide lines (no wrapping), job tokens saved under ``tmp_path``."""
-    return {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "PYTHONUNBUFFERED": "1",
+    """This checkout first on the path, wide lines (no wrapping), job tokens saved under ``tmp_path``; a
+    user's environment, so without the ``GRPC_VERBOSITY`` that importing flwr sets in the test process."""
+    inherited = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    return {**inherited, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "PYTHONUNBUFFERED": "1",
             "PROPIUS_TOKEN_DIR": str(tmp_path / "tokens"), **extra}
 
 
