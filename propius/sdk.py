@@ -7,8 +7,8 @@
 
 ``AsyncJob`` is the asyncio variant and ``Job`` a synchronous facade over it. Leaving the ``with``
 block completes the job, or cancels it if the block raised. Calls survive a control-plane restart:
-UNAVAILABLE and DEADLINE_EXCEEDED are retried with jittered exponential backoff, and a round that the
-restarted control plane re-opened is awaited again. Other gRPC errors are raised as
+UNAVAILABLE, DEADLINE_EXCEEDED and CANCELLED by a stopping server are retried with jittered exponential
+backoff, and a round that the restarted control plane re-opened is awaited again. Other gRPC errors are raised as
 ``grpc.aio.AioRpcError`` with the server's status: INVALID_ARGUMENT naming the field (a bad spec),
 PERMISSION_DENIED (another job's token), FAILED_PRECONDITION (a round still open, a stale round),
 RESOURCE_EXHAUSTED (a model over the server's limit).
@@ -37,7 +37,9 @@ __all__ = ["AsyncJob", "Job", "RoundFailed", "RoundResult"]
 
 T = TypeVar("T")
 ProgressCallback = Callable[[pb.RoundInfo], None]
-_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+# A call this process cancels raises asyncio.CancelledError, so CANCELLED here is the server's: a control plane
+# stopping cancels its open streams once its grace period ends, and its successor can answer the call again.
+_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 CHUNK_BYTES = 1 << 20
 
 
@@ -79,7 +81,7 @@ def channel_options() -> list[tuple[str, int]]:
 
 
 async def retrying(call: Callable[[], Awaitable[T]], *, attempts: int = 40, max_delay_s: float = 3.0) -> T:
-    """Retry a call on UNAVAILABLE / DEADLINE_EXCEEDED with jittered exponential backoff."""
+    """Retry a call on UNAVAILABLE / DEADLINE_EXCEEDED / CANCELLED by the server with jittered exponential backoff."""
     delay = 0.1
     for attempt in range(attempts):
         try:

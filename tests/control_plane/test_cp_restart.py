@@ -23,7 +23,7 @@ async def test_job_continues_after_restart_mid_round(planes, client_pool, stub_f
         weights = {"w": np.zeros(3, np.float32)}
         async with job:
             for _ in range(spec.rounds):
-                weights = (await job.run_round(weights, timeout_s=30)).tensors
+                weights = (await job.run_round(weights, timeout_s=120)).tensors
         return weights
 
     async with client_pool(plane_a.address, 3, hold=uploads_allowed) as pool:
@@ -36,7 +36,7 @@ async def test_job_continues_after_restart_mid_round(planes, client_pool, stub_f
             state = await plane_a.hot.round(job.job_id) if job.job_id else None
             return state is not None and state.bound == 2 and bool(state.model_digest) and len(first_binds()) == 2
 
-        await wait_for(round_zero_full, timeout_s=10.0, what="two clients bound to round 0 on plane A")
+        await wait_for(round_zero_full, timeout_s=60.0, what="two clients bound to round 0 on plane A")
         assert (await plane_a.hot.round(job.job_id)).results == 0
         held = first_binds()
 
@@ -47,7 +47,7 @@ async def test_job_continues_after_restart_mid_round(planes, client_pool, stub_f
         assert reopened.model_digest  # the retry serves the same model without the job publishing again
 
         uploads_allowed.set()  # the attempt-0 uploads now reach plane B, which must refuse them
-        weights = await asyncio.wait_for(driver, 30)
+        weights = await asyncio.wait_for(driver, 120)
 
     np.testing.assert_array_equal(weights["w"], np.full(3, 2.0, np.float32))  # each round folded exactly once
     assert (0, 0, True) not in {(r, a, ok) for _, r, a, ok in pool.uploads}
