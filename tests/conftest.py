@@ -6,9 +6,11 @@ SQLite file or PostgreSQL database.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 import redis
@@ -77,3 +79,17 @@ def settings(redis_url, key_prefix, sqlite_url, tmp_path) -> Settings:
 async def plane(settings) -> AsyncIterator[ControlPlane]:
     async with ControlPlane(settings) as cp:
         yield cp
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 5.0, what: str = "condition") -> None:
+    """Poll an async predicate until it holds; for state no event announces (e.g. another process's work)."""
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., Awaitable[None]]:
+    return eventually

@@ -60,20 +60,6 @@ async def planes(settings) -> AsyncIterator[Planes]:
     await manager.close()
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 5.0, what: str = "condition") -> None:
-    """Poll an async predicate until it holds; for state no event announces (e.g. another process's work)."""
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
-@pytest.fixture
-def wait_for() -> Callable[..., Awaitable[None]]:
-    return eventually
-
-
 class ClientPool:
     """Simulated clients over raw gRPC that serve whatever they are offered: each returns model + ``delta``.
 

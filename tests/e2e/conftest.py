@@ -25,7 +25,7 @@ class Daemon:
     devices: int
     log: Path
 
-    def client_ids(self, timeout_s: float = 20.0) -> set[str]:
+    def client_ids(self, timeout_s: float = 120.0) -> set[str]:
         """The ids its devices persist in the state dir at start-up (written before they check in)."""
         paths = [self.state_dir / f"device-{i}.id" for i in range(self.first_device, self.first_device + self.devices)]
         deadline = time.monotonic() + timeout_s
@@ -58,7 +58,7 @@ class Daemons:
             spawned.append(daemon)
         return spawned
 
-    async def terminate(self, daemons: list[Daemon], timeout_s: float = 15.0) -> list[int]:
+    async def terminate(self, daemons: list[Daemon], timeout_s: float = 60.0) -> list[int]:
         """SIGTERM, then the exit codes (a daemon must finish its uploads and exit 0)."""
         for daemon in daemons:
             daemon.process.send_signal(signal.SIGTERM)
