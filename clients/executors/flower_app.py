@@ -5,7 +5,8 @@ this node's messages through the app's ClientApp in a long-lived worker process
 (:mod:`clients.flower.workers`), with the node's Flower Context for the run
 (:mod:`clients.flower.contexts`), and uploads the replies as a bundle too. A node the ServerApp sent
 nothing this round answers with an empty bundle, so every bound client reports and the round closes; a run
-begins with such a round, which only starts the app's workers while the ServerApp is still loading.
+begins with such a round while the ServerApp is still loading. A daemon starts the app's workers as soon as one
+of its devices admits a run's offer, so its first message finds them loaded.
 """
 
 from __future__ import annotations
@@ -36,9 +37,15 @@ class FlowerClientAppExecutor(Executor):
         self._declined: set[str] = set()
 
     def admits(self, config: TaskConfig) -> bool:
-        """Only apps under the directories the device owner listed in ``PROPIUS_FLOWER_APPS``."""
+        """Only apps under the directories the device owner listed in ``PROPIUS_FLOWER_APPS``.
+
+        Admitting an app starts loading its workers (a Python start, imports of flwr and the app's
+        framework: seconds), so that a daemon that sees a run's offer has them ready when its first
+        message comes, whether or not one of its devices served the run's warm-up round."""
         app_dir = str(config.options.get("app", ""))
         if app_dir and is_allowed(app_dir):
+            if "clientapp" in config.options:
+                worker_pool().prepare(AppRef(app_dir, str(config.options["clientapp"])))
             return True
         if app_dir not in self._declined:  # once per app, not at every check-in
             self._declined.add(app_dir)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
-from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.common.constant import ErrorCode
 
 from clients.executors import Task, load_executor
@@ -16,7 +17,7 @@ from clients.flower.contexts import MemoryContexts, RedisContexts, decode_contex
 from clients.flower.ids import node_id_for
 from propius.specs import TaskConfig
 
-from .conftest import APPS
+from .conftest import APPS, TINYFED
 
 CLIENT = "client-1"
 NODE = node_id_for(CLIENT)
@@ -123,4 +124,54 @@ def test_only_apps_the_device_owner_listed_run(pool, monkeypatch, tmp_path, flow
     assert not executor.admits(listed)
     with pytest.raises(PermissionError, match="PROPIUS_FLOWER_APPS"):
         executor.run(task("counter"))
-    assert pool.size == 1 and not pool._workers  # nothing was started for a refused app
+    # Workers were started for the admitted app only, nothing for a refused one.
+    assert list(pool._workers) == [workers.AppRef(str(APPS / "counter"), "counterapp.client:app")]
+
+
+def tinyfed_task(client: str, round_: int) -> Task:
+    """One tinyfed train message for ``client``'s node, as the ServerApp's first wave sends it."""
+    import torch  # tinyfed's model, built here as its ServerApp builds it
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 2))
+    node = node_id_for(client)
+    content = RecordDict({"arrays": ArrayRecord(model.state_dict()), "config": ConfigRecord({"lr": 0.1})})
+    message = Message(content, node, "train")
+    stamp_id(message)
+    model_blob = encode_bundle({node: [message]}, {"round": round_, "attempt": 0,
+                                                   "node_config": {str(node): {"partition-id": round_ % 10}}})
+    options = {"app": str(TINYFED), "clientapp": "tinyfed.client_app:app", "run-id": "9", "run-config": "{}"}
+    return Task(job_id="j", round=round_, attempt=0, config=TaskConfig(executor="flower-clientapp", options=options),
+                model=model_blob, client_id=client, private={}, seed=0)
+
+
+def test_an_admitted_app_loads_ahead_so_a_fresh_nodes_first_reply_is_as_prompt(pool, monkeypatch, flower_identity):
+    """A daemon that only saw the run's offer (none of its devices served the warm-up round) has the app's
+    workers loaded when its first message comes: the first reply takes about as long as the next ones."""
+    monkeypatch.setenv("PROPIUS_FLOWER_APPS", str(TINYFED))
+    executor = load_executor("flower-clientapp")
+    first = tinyfed_task("fresh", 1)
+    assert executor.admits(first.config)  # a device checking in sees the run's offer
+    app = workers.AppRef(str(TINYFED), "tinyfed.client_app:app")
+    loading = pool._workers.get(app, [])
+    assert len(loading) == 1  # started by the offer, before any task
+    deadline = time.monotonic() + 120  # generous: imports of torch and flwr on a loaded machine
+    while not loading[0].ready:
+        assert time.monotonic() < deadline, "the app's worker did not finish loading"
+        time.sleep(0.05)
+
+    seconds = []
+    for task_ in [first] + [tinyfed_task(f"node-{i}", 1 + i) for i in range(1, 4)]:
+        began = time.monotonic()
+        reply = reply_of_node(executor.run(task_), task_.client_id)
+        seconds.append(time.monotonic() - began)
+        assert not reply.has_error(), reply.error
+        assert reply.content["metrics"]["num-examples"] == 200  # tinyfed's partition size
+    assert seconds[0] < 1.0 + 3 * max(seconds[1:]), seconds
+    assert pool._workers[app] == loading and loading[0].pid is not None  # the same worker served them all
+
+
+def reply_of_node(result, client: str) -> Message:
+    (reply,) = decode_bundle(result.update).inflate(node_id_for(client))
+    return reply

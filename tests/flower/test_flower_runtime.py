@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from functools import partial
 
 from propius.flower.launch import FlowerRun
 from propius.flower.project import RunOptions
@@ -63,17 +64,22 @@ async def test_contexts_and_legacy_numpyclient_apps_through_daemons(plane, daemo
     assert "received 8 results and 0 failures" in legacy
 
 
-async def test_daemons_decline_flower_apps_their_owner_did_not_list(plane, daemons):
+async def test_daemons_decline_flower_apps_their_owner_did_not_list(plane, daemons, wait_for):
     daemons.spawn(plane.address, 4, flower_apps=APPS / "twin-a")
     options = {"app": str(APPS / "counter"), "clientapp": "counterapp.client:app", "run-id": "1"}
     spec = JobSpec.parse({"name": "unlisted-app", "demand": 2, "aggregation": "collect",
                           "task": {"executor": "flower-clientapp", "options": options}})
     async with AsyncJob(spec, plane.address) as job:
         await job.start_round()
-        started = time.time()
-        while len(await plane.hot.recent_clients(started)) < 4:  # every device checked in since the round opened
-            await asyncio.sleep(0.2)
-        await asyncio.sleep(1.0)
+        # Each device checks in, answers its offers (accepting or declining), and only then checks in again:
+        # two check-ins of every device since the round opened prove each one has seen and declined it.
+        for _ in range(2):
+            since = time.time()
+            await wait_for(partial(all_checked_in, plane, since), timeout_s=120, what="every device to check in")
         state = await plane.hot.round(job.job_id)
         assert (state.state, state.bound) == ("open", 0)
         await job.cancel()
+
+
+async def all_checked_in(plane, since: float, devices: int = 4) -> bool:
+    return len(await plane.hot.recent_clients(since)) == devices
