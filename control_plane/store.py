@@ -86,6 +86,7 @@ class RoundRecord:
     closed_at: float | None = None
     metrics_json: str = "{}"
     model_digest: str = ""
+    aggregate_digest: str = ""  # set when the round closed: the checkpoint of its aggregate
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,7 @@ class _Round(_Base):
     closed_at: Mapped[float | None]
     metrics_json: Mapped[str] = mapped_column(Text)
     model_digest: Mapped[str]
+    aggregate_digest: Mapped[str] = mapped_column(server_default="")
 
 
 class _Binding(_Base):
@@ -333,8 +335,11 @@ class Store:
     # ------------------------------------------------------------ rounds
 
     def start_round(self, record: RoundRecord) -> None:
+        """Insert the attempt; a retry of the same insert (its reply was lost) leaves the row as it is."""
         with self._session.begin() as session:
-            session.execute(insert(_Round), [asdict(record)])
+            key = (record.job_id, record.round, record.attempt)
+            if session.get(_Round, key) is None:
+                session.execute(insert(_Round), [asdict(record)])
 
     def finish_round(
         self,
@@ -345,10 +350,32 @@ class Store:
         results: int,
         closed_at: float,
         metrics_json: str = "{}",
-    ) -> None:
-        values = {"state": state, "results": results, "closed_at": closed_at, "metrics_json": metrics_json}
-        statement = update(_Round).where(*_round_key(job_id, round, attempt)).values(**values)
-        self._update_one(statement, f"round {job_id}/{round}.{attempt}")
+        aggregate_digest: str = "",
+    ) -> RoundRecord:
+        """Move an open attempt to ``state``: the commit point of a round's end. One transaction sets the row
+        and, for a close, the job's ``rounds_done``. Exactly once: an attempt that already ended keeps its
+        end, and the row as it stands is returned for the caller to follow."""
+        values = {"state": state, "results": results, "closed_at": closed_at, "metrics_json": metrics_json,
+                  "aggregate_digest": aggregate_digest}
+        with self._session.begin() as session:
+            row = session.get(_Round, (job_id, round, attempt), with_for_update=True)
+            if row is None:
+                raise KeyError(f"no such round {job_id}/{round}.{attempt}")
+            if row.state == "open":
+                for name, value in values.items():
+                    setattr(row, name, value)
+                if state == "closed":
+                    session.execute(update(_Job).where(_Job.job_id == job_id, _Job.rounds_done < round + 1)
+                                    .values(rounds_done=round + 1))
+            return _record(RoundRecord, row)
+
+    def latest_round(self, job_id: str) -> RoundRecord | None:
+        """The job's newest attempt, the one a recovery continues from."""
+        query = (select(_Round).where(_Round.job_id == job_id)
+                 .order_by(_Round.round.desc(), _Round.attempt.desc()).limit(1))
+        with self._session() as session:
+            row = session.scalars(query).first()
+            return None if row is None else _record(RoundRecord, row)
 
     def set_round_model(self, job_id: str, round: int, attempt: int, digest: str) -> None:
         statement = update(_Round).where(*_round_key(job_id, round, attempt)).values(model_digest=digest)
