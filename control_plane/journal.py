@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from control_plane.errors import is_outage
-from control_plane.store import BindingOutcome, BindingRecord, EventRecord, Store, TraceEventRecord
+from control_plane.store import AttemptEnd, BindingOutcome, BindingRecord, EventRecord, Store, TraceEventRecord
 
 __all__ = ["Journal"]
 
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 _KINDS: dict[str, type] = {
     "binding": BindingRecord, "outcome": BindingOutcome, "event": EventRecord, "trace": TraceEventRecord,
+    "end": AttemptEnd,
 }
 
 
@@ -44,29 +45,30 @@ class _Queue:
     outcomes: list[BindingOutcome] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
     traces: list[TraceEventRecord] = field(default_factory=list)
+    ends: list[AttemptEnd] = field(default_factory=list)
+
+    def _lists(self) -> dict[str, list[Any]]:
+        return {"binding": self.bindings, "outcome": self.outcomes, "event": self.events, "trace": self.traces,
+                "end": self.ends}
 
     def __len__(self) -> int:
-        return len(self.bindings) + len(self.outcomes) + len(self.events) + len(self.traces)
+        return sum(len(records) for records in self._lists().values())
 
     def add(self, kind: str, record: Any) -> None:
-        {"binding": self.bindings, "outcome": self.outcomes, "event": self.events, "trace": self.traces}[kind].append(
-            record)
+        self._lists()[kind].append(record)
 
     def take(self, n: int) -> _Queue:
-        batch = _Queue(self.bindings[:n], self.outcomes[:n], self.events[:n], self.traces[:n])
-        del self.bindings[:n], self.outcomes[:n], self.events[:n], self.traces[:n]
+        batch = _Queue(*(records[:n] for records in self._lists().values()))
+        for records in self._lists().values():
+            del records[:n]
         return batch
 
     def put_back(self, batch: _Queue) -> None:
-        self.bindings[:0] = batch.bindings
-        self.outcomes[:0] = batch.outcomes
-        self.events[:0] = batch.events
-        self.traces[:0] = batch.traces
+        for records, returned in zip(self._lists().values(), batch._lists().values(), strict=True):
+            records[:0] = returned
 
     def lines(self) -> list[str]:
-        groups = (("binding", self.bindings), ("outcome", self.outcomes), ("event", self.events),
-                  ("trace", self.traces))
-        return [_line(kind, record) for kind, records in groups for record in records]
+        return [_line(kind, record) for kind, records in self._lists().items() for record in records]
 
 
 def _line(kind: str, record: Any) -> str:
@@ -192,6 +194,11 @@ class Journal:
         self._add("event", EventRecord(at=time.time(), job_id=job_id, client_id=client_id, kind=kind,
                                        detail_json=json.dumps(detail, default=str)))
 
+    def attempt_ended(self, job_id: str, round_: int, attempt: int) -> None:
+        """A round attempt ended: its bindings that are still ``bound`` (their leases lost with Redis, or
+        journaled late) become ``released`` once written."""
+        self._add("end", AttemptEnd(job_id=job_id, round=round_, attempt=attempt, finished_at=time.time()))
+
     def traces(self, spans: list[TraceEventRecord]) -> None:
         for span in spans:
             self._add("trace", span)
@@ -236,3 +243,5 @@ class Journal:
             self._store.record_events(batch.events)
         if batch.traces:
             self._store.record_trace_events(batch.traces)
+        if batch.ends:
+            self._store.release_bindings(batch.ends)

@@ -170,6 +170,7 @@ class RoundManager:
             record = await asyncio.to_thread(
                 self._store.finish_round, job.job_id, record.round, record.attempt, "failed", 0, time.time())
             if record.state == "failed":
+                self._journal.attempt_ended(job.job_id, record.round, record.attempt)
                 log.info("re-opening round %d of job %s as attempt %d", record.round, job.job_id, record.attempt + 1)
                 await self._show_ended(job, record)
                 digest = record.model_digest if await self._restore_blob(job.job_id, record.model_digest) else ""
@@ -357,6 +358,7 @@ class RoundManager:
                 await aggregator.discard()
             self.trace.round_failed(job_id)
         await self._release_unfinished(job_id, record.round, record.attempt)
+        self._journal.attempt_ended(job_id, record.round, record.attempt)
         self._metrics.rounds.labels(record.state).inc()
         kind = "round_closed" if record.state == "closed" else "round_failed"
         self._journal.event(kind, job_id, round=record.round, attempt=record.attempt, results=record.results)

@@ -36,6 +36,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 __all__ = [
+    "AttemptEnd",
     "BINDING_OUTCOMES",
     "JOB_STATES",
     "ROUND_STATES",
@@ -113,6 +114,16 @@ class BindingOutcome:
     outcome: str
     finished_at: float
     num_samples: float | None = None
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """A round attempt ended: its bindings still ``bound`` are ``released`` (their clients' work is moot)."""
+
+    job_id: str
+    round: int
+    attempt: int
+    finished_at: float
 
 
 @dataclass(frozen=True)
@@ -413,6 +424,24 @@ class Store:
             )
         )
         params = [{f"k_{name}": value for name, value in _shallow(row).items()} for row in updates]
+        with self._session.begin() as session:
+            session.connection().execute(statement, params)
+
+    def release_bindings(self, ends: Sequence[AttemptEnd]) -> None:
+        """Mark the bindings of ended attempts that are still ``bound`` as ``released``, in one transaction."""
+        if not ends:
+            return
+        statement = (
+            update(_Binding)
+            .where(
+                _Binding.job_id == bindparam("k_job_id"),
+                _Binding.round == bindparam("k_round"),
+                _Binding.attempt == bindparam("k_attempt"),
+                _Binding.outcome == "bound",
+            )
+            .values(outcome="released", finished_at=bindparam("k_finished_at"))
+        )
+        params = [{f"k_{name}": value for name, value in _shallow(end).items()} for end in ends]
         with self._session.begin() as session:
             session.connection().execute(statement, params)
 
