@@ -227,12 +227,12 @@ class Cluster:
             if process is not None and process.poll() is None:
                 process.send_signal(signal.SIGKILL)
                 process.wait(10)
-        for proxy in (self.pg_proxy, self.redis_proxy):
-            with contextlib.suppress(Exception):
-                proxy.stop()
         with self.pg_admin.connect() as connection:
             connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)'))
         self.pg_admin.dispose()
+        for proxy in (self.pg_proxy, self.redis_proxy):
+            with contextlib.suppress(Exception):
+                proxy.stop()
 
 
 def _redis_up(port: int) -> bool:
@@ -420,7 +420,7 @@ async def run_chaos(config: ChaosConfig, work: Path) -> ChaosReport:
         await asyncio.sleep(3 * config.lease_s + 1)  # the plane's write-behind journal flushes meanwhile
         _audit(cluster, specs, runs, report)
     finally:
-        await asyncio.to_thread(cluster.close)
+        cluster.close()  # not in a thread: a cancelled run must still clean up before it returns
     report.wall_s = time.time() - started
     return report
 
@@ -514,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
                          daemons=args.daemons, devices=args.devices, train_s=args.train_s,
                          client_ttl_s=args.client_ttl_s, lease_s=args.lease_s, pg_outage_s=args.pg_outage_s,
                          stall_s=args.stall_s, pg_url=args.pg_url)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a terminated run cleans up as on Ctrl-C
     with tempfile.TemporaryDirectory(prefix="propius-chaos-") as temporary:
         work = args.work_dir or Path(temporary)
         work.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ __all__ = [
     "PermissionDenied",
     "ResourceExhausted",
     "ServiceError",
+    "Unavailable",
     "error_status",
     "is_outage",
     "rpc_errors",
@@ -70,6 +71,12 @@ class Conflict(ServiceError):
 # A backend that cannot be reached (or lost the connection mid-call) is an outage the caller retries.
 _REDIS_OUTAGE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError)
 _SQL_OUTAGE = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, sqlalchemy.exc.TimeoutError)
+
+
+class Unavailable(ServiceError):
+    """A backend is down or being rebuilt; the caller retries with backoff."""
+
+    code = grpc.StatusCode.UNAVAILABLE
 
 
 def is_outage(error: BaseException) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 
 from control_plane.checkpoints import Checkpoints
-from control_plane.errors import Conflict, InvalidArgument, NotFound, is_outage
+from control_plane.errors import Conflict, InvalidArgument, NotFound, ServiceError, Unavailable, is_outage
 from control_plane.events import Event, EventBus
 from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
@@ -407,7 +407,7 @@ class RoundManager:
             while True:
                 state = await self._hot.round(job_id)
                 if state is None:
-                    raise NotFound(f"job {job_id!r} has no round")
+                    raise await self._no_round(job_id)
                 if state.round > round_ or (state.round == round_ and state.state != "open"):
                     return state
                 remaining = deadline - time.monotonic()
@@ -448,13 +448,19 @@ class RoundManager:
         """The job's current round; NOT_FOUND when it has none (its hot state expired or was lost)."""
         state = await self._hot.round(job_id)
         if state is None:
-            raise NotFound(f"job {job_id!r} has no round")
+            raise await self._no_round(job_id)
         return state
+
+    async def _no_round(self, job_id: str, round_: int | None = None) -> ServiceError:
+        """Why the job has no round in Redis: NOT_FOUND, or UNAVAILABLE while hot state is being rebuilt."""
+        if not await self._raw_redis.exists(self._alive_key):
+            return Unavailable("hot state is being rebuilt after a Redis restart; retry")
+        return NotFound(f"job {job_id!r} has no round" + ("" if round_ is None else f" {round_}"))
 
     async def _require_open(self, job_id: str, round_: int) -> RoundState:
         state = await self._hot.round(job_id)
         if state is None:
-            raise NotFound(f"job {job_id!r} has no round {round_}")
+            raise await self._no_round(job_id, round_)
         if state.round != round_ or state.state != "open":
             raise Conflict(f"round {round_} of job {job_id!r} is not open (current round {state.round}, {state.state})")
         return state

@@ -7,6 +7,7 @@ import contextlib
 
 import grpc
 import numpy as np
+import pytest
 import redis.asyncio
 
 from data_plane.tensors import decode
@@ -105,6 +106,9 @@ async def test_database_outage_during_a_close_ends_the_round_once(planes, stub_f
         with contextlib.suppress(grpc.aio.AioRpcError):
             await stubs.start_round(job_id, token)  # refused while round 0 is open
         assert plane.journal.pending > 0
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stubs.jobs.ListJobs(pb.ListJobsRequest())  # a read that needs the database
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
 
         proxy.restore()
 
@@ -168,3 +172,30 @@ async def test_redis_restarted_empty_reopens_the_round_from_the_durable_record(
     assert job.rounds_done == 2
     rounds = [(r.round, r.attempt, r.state) for r in plane.store.rounds(job_id)]
     assert rounds == [(0, 0, "closed"), (1, 0, "failed"), (1, 1, "closed")]
+
+
+async def test_a_redis_outage_answers_unavailable(planes, stub_factory, redis_url):
+    """Redis unreachable: the SDK's and the daemon's calls get UNAVAILABLE (retried), never INTERNAL."""
+    from benchmarks.chaos_proxy import TcpProxy
+
+    host, port = redis_url.removeprefix("redis://").split("/")[0].split(":")
+    proxy = TcpProxy(host, int(port))
+    proxy_port = proxy.start()
+    try:
+        plane = await planes.start(redis_url=f"redis://127.0.0.1:{proxy_port}/0")
+        stubs = await stub_factory(plane.address)
+        job_id, token = await stubs.register(name="blackout", demand=1)
+        proxy.cut()
+        calls = {
+            "CheckIn": stubs.check_in("c0"),
+            "StartRound": stubs.start_round(job_id, token),
+            "GetJob": stubs.jobs.GetJob(pb.GetJobRequest(job_id=job_id)),
+        }
+        for name, call in calls.items():
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await call
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, name
+        proxy.restore()
+        assert (await stubs.start_round(job_id, token)).round == 0
+    finally:
+        proxy.stop()
