@@ -2,8 +2,9 @@
 
 Every published model and every closed round's aggregate is written here (``data_dir/checkpoints/<job>/
 <sha256>``) before the round that uses it is recorded in SQL, so a durable round row never names a model
-that only Redis held. Files are written to a temporary name, fsynced and renamed: a crash leaves either
-the whole file or none. The content is safetensors bytes, read back as bytes (never unpickled).
+that only Redis held; once a round closes, only its model and aggregate are kept. Files are written to a
+temporary name, fsynced and renamed: a crash leaves either the whole file or none. The content is
+safetensors bytes, read back as bytes (never unpickled).
 """
 
 from __future__ import annotations
@@ -44,3 +45,12 @@ class Checkpoints:
             return None
         payload = path.read_bytes()
         return payload if hashlib.sha256(payload).hexdigest() == digest else None
+
+    def keep_only(self, job_id: str, digests: set[str]) -> None:
+        """Delete the job's other checkpoints: a recovery needs only its newest round's model and aggregate."""
+        directory = self._root / job_id
+        if not directory.is_dir():
+            return
+        for path in directory.iterdir():
+            if path.name not in digests and not path.name.endswith(".partial"):
+                path.unlink(missing_ok=True)

@@ -349,6 +349,8 @@ class RoundManager:
         if record.state == "closed":
             # The aggregator's Redis keys stay until their TTL: late retries see them.
             self._jobs.advanced(job_id, record.round + 1)
+            await asyncio.to_thread(self.checkpoints.keep_only, job_id,
+                                    {record.model_digest, record.aggregate_digest})
             if closing is not None:
                 self.trace.round_closed(job_id, record.round, record.attempt, time.time(), closing.finalize_start,
                                         closing.aggregate.results, state.bound)

@@ -172,6 +172,9 @@ async def test_redis_restarted_empty_reopens_the_round_from_the_durable_record(
     assert job.rounds_done == 2
     rounds = [(r.round, r.attempt, r.state) for r in plane.store.rounds(job_id)]
     assert rounds == [(0, 0, "closed"), (1, 0, "failed"), (1, 1, "closed")]
+    last = plane.store.latest_round(job_id)
+    kept = {path.name for path in (plane.settings.data_dir / "checkpoints" / job_id).iterdir()}
+    assert kept == {last.model_digest, last.aggregate_digest} == {model_1, last.aggregate_digest}
 
 
 async def test_a_redis_outage_answers_unavailable(planes, stub_factory, redis_url):
