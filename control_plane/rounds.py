@@ -306,6 +306,8 @@ class RoundManager:
         async with self._closing.setdefault(job_id, asyncio.Lock()):
             state = await self._current(job_id)
             if state.state != "open" or (state.round, state.attempt) != (round_, attempt):
+                if (pending := self._pending.get(job_id)) and (pending.round, pending.attempt) == (round_, attempt):
+                    del self._pending[job_id]  # its close landed; a step after it failed
                 return state
             aggregator = self._aggregators.get(job_id)
             if aggregator is None or aggregator.results == 0:
@@ -323,8 +325,9 @@ class RoundManager:
                 self._store.finish_round, job_id, round_, attempt, "closed", pending.aggregate.results, time.time(),
                 json.dumps(pending.aggregate.metrics), ref.digest,
             )
-            self._pending.pop(job_id, None)
-            return await self._follow(job_id, state, record, pending)
+            closed = await self._follow(job_id, state, record, pending)
+            self._pending.pop(job_id, None)  # only now: a replay after a failed step must not finalize again
+            return closed
 
     async def _fail(self, job_id: str, state: RoundState) -> RoundState:
         async with self._closing.setdefault(job_id, asyncio.Lock()):
