@@ -29,7 +29,9 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
     select,
+    text,
     update,
 )
 from sqlalchemy.exc import DBAPIError
@@ -294,6 +296,24 @@ def _create_tables(engine: Engine, attempts: int = 5) -> None:
                 raise
 
 
+# Columns added to existing tables since their first release: (table, column, DDL type with its default).
+_NEW_COLUMNS = (("rounds", "aggregate_digest", "VARCHAR NOT NULL DEFAULT ''"),)
+
+
+def _add_new_columns(engine: Engine, schema: str | None) -> None:
+    """Give tables that an earlier release created the columns added since (``create_all`` adds none)."""
+    for table, column, ddl in _NEW_COLUMNS:
+        if column in {c["name"] for c in inspect(engine).get_columns(table, schema=schema)}:
+            continue
+        qualified = f'"{schema}".{table}' if schema else table
+        try:
+            with engine.begin() as connection:
+                connection.execute(text(f"ALTER TABLE {qualified} ADD COLUMN {column} {ddl}"))
+        except DBAPIError:  # another control plane starting at the same time added it first
+            if column not in {c["name"] for c in inspect(engine).get_columns(table, schema=schema)}:
+                raise
+
+
 class Store:
     """The durable store. ``schema`` (PostgreSQL only) names an existing schema to hold the tables."""
 
@@ -309,6 +329,7 @@ class Store:
         self._engine = engine
         self._session = sessionmaker(engine, expire_on_commit=False)
         _create_tables(engine)
+        _add_new_columns(engine, schema)
 
     def close(self) -> None:
         self._engine.dispose()
