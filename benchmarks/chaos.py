@@ -77,7 +77,7 @@ class ChaosConfig:
     pg_outage_s: float = 30.0
     stall_s: float = 5.0
     recovery_timeout_s: float = 60.0
-    run_timeout_s: float = 600.0
+    run_timeout_s: float = 300.0
     pg_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
@@ -415,7 +415,13 @@ async def run_chaos(config: ChaosConfig, work: Path) -> ChaosReport:
             healed = time.time()
             recovery = await _recovered(cluster, before, healed)
             report.faults.append(FaultReport(fault, injected, healed, recovery))
-        await asyncio.wait_for(asyncio.gather(*drivers), config.run_timeout_s)
+        _, unfinished = await asyncio.wait(drivers, timeout=config.run_timeout_s)
+        for task in unfinished:
+            task.cancel()
+        await asyncio.gather(*unfinished, return_exceptions=True)
+        for run, task in zip(runs, drivers, strict=True):
+            if task in unfinished:
+                run.error = f"did not finish within {config.run_timeout_s:.0f} s ({len(run.rounds)} rounds done)"
         report.driver_errors = [f"{run.name}: {run.error}" for run in runs if run.error]
         await asyncio.sleep(3 * config.lease_s + 1)  # the plane's write-behind journal flushes meanwhile
         _audit(cluster, specs, runs, report)
