@@ -218,11 +218,19 @@ class DeviceAgent:
             heartbeat.cancel()
 
     async def _fetch(self, binding: _Binding) -> dict[str, np.ndarray]:
+        """The round's model, retried with backoff while the server is unavailable (a lost lease stops it)."""
         request = pb.FetchModelRequest(
             client_id=self._client_id, session_token=self._session, job_id=binding.job_id, round=binding.round
         )
-        payload = await read_blob(self._stubs.data.FetchModel(request, timeout=self._config.transfer_timeout_s))
-        return decode(payload)
+        while True:
+            try:
+                payload = await read_blob(self._stubs.data.FetchModel(request, timeout=self._config.transfer_timeout_s))
+                return decode(payload)
+            except grpc.aio.AioRpcError as error:
+                if error.code() not in RETRYABLE or (binding.deadline_unix and time.time() > binding.deadline_unix):
+                    raise
+                log.info("device %s: model fetch failed (%s); retrying", self._client_id, error.code().name)
+                await asyncio.sleep(self._backoff.next())
 
     async def _upload(self, binding: _Binding, result: TaskResult, timings: dict[str, float]) -> None:
         """Upload a finished update, retrying while the server is unreachable and the round may still take it."""

@@ -82,14 +82,16 @@ class ControlPlane:
         self.jobs = JobRegistry(self.store, max_live_per_owner=settings.max_jobs_per_owner,
                                 idle_ttl_s=settings.job_idle_ttl_s)
         self.metrics = Metrics()
-        self.journal = Journal(self.store)
+        self.journal = Journal(self.store, spill_dir=settings.data_dir / "journal")
         self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs,
                                    self.metrics)
         policy = load_policy(settings.policy, **settings.policy_options)
         self.view = SchedulerView(self.hot, self.jobs, policy, settings)  # fed events by the binder
         self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus, self.metrics)
         self.scheduler = Scheduler(settings, self.view, self.jobs)
-        for task in (self.view.refresh_states, self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush):
+        tick = (self.rounds.check_hot_state, self.view.refresh_states, self.binder.reap_leases,
+                self.rounds.sweep_deadlines, self._flush)
+        for task in tick:
             self.scheduler.every_tick(task)
         self.server: grpc.aio.Server | None = None
         self.port = 0
@@ -113,6 +115,9 @@ class ControlPlane:
     async def _start(self) -> ControlPlane:
         await self.redis.ping()
         await self.bus.start()
+        if adopted := self.journal.adopt_orphans():
+            log.info("journal: writing %d records a stopped control plane left on disk", adopted)
+        await self.journal.flush()
         await self.rounds.recover()
         await self.scheduler.refresh()
         await self.view.refresh_states()
@@ -150,6 +155,7 @@ class ControlPlane:
             await self.server.stop(grace_s)
         with contextlib.suppress(Exception):
             await self.journal.flush()
+        self.journal.close()
         await self.bus.stop()
         if self.pipe is not None:
             self.pipe.close()

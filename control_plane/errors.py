@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+import redis.exceptions
+import sqlalchemy.exc
 
 from propius.specs import SpecError
 
@@ -24,7 +26,9 @@ __all__ = [
     "PermissionDenied",
     "ResourceExhausted",
     "ServiceError",
+    "Unavailable",
     "error_status",
+    "is_outage",
     "require_id",
     "rpc_errors",
 ]
@@ -77,12 +81,36 @@ def require_id(value: str, field: str = "job_id") -> str:
     return value
 
 
+# A backend that cannot be reached (or lost the connection mid-call) is an outage the caller retries.
+_REDIS_OUTAGE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError)
+_SQL_OUTAGE = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, sqlalchemy.exc.TimeoutError)
+
+
+class Unavailable(ServiceError):
+    """A backend is down or being rebuilt; the caller retries with backoff."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether ``error`` is Redis or the database being unreachable (worth retrying), not a bug."""
+    if isinstance(error, _REDIS_OUTAGE + _SQL_OUTAGE):
+        return True
+    return isinstance(error, sqlalchemy.exc.DBAPIError) and bool(error.connection_invalidated)
+
+
 def error_status(error: Exception) -> tuple[grpc.StatusCode, str]:
-    """The status a handler's exception becomes (INTERNAL, logged, for anything unexpected)."""
+    """The status a handler's exception becomes (INTERNAL, logged, for anything unexpected).
+
+    A Redis or database outage is UNAVAILABLE, which the SDK and the client daemon retry with backoff.
+    """
     if isinstance(error, ServiceError):
         return error.code, error.message
     if isinstance(error, SpecError):
         return grpc.StatusCode.INVALID_ARGUMENT, str(error)
+    if is_outage(error):
+        log.warning("backend unavailable: %s", error)
+        return grpc.StatusCode.UNAVAILABLE, f"backend unavailable ({type(error).__name__}); retry"
     log.exception("internal error", exc_info=error)
     return grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}"
 

@@ -162,6 +162,12 @@ class JobRegistry:
         self._jobs[job_id] = job
         return job
 
+    def advanced(self, job_id: str, rounds_done: int) -> None:
+        """Note in the cache a ``rounds_done`` the store already committed (with the round that ended)."""
+        job = self._jobs.get(job_id)
+        if job is not None and rounds_done > job.rounds_done:
+            self._jobs[job_id] = replace(job, rounds_done=rounds_done)
+
     async def list(self, include_finished: bool) -> list[ActiveJob]:
         records = await asyncio.to_thread(self._store.list_jobs, include_finished)
         jobs = (self._jobs.get(record.job_id) or _loaded(record) for record in records)

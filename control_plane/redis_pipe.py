@@ -98,6 +98,8 @@ class RedisPipe:
     async def execute_many(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         if self._protocol is None:
             await self._connect()
+            if self._protocol is None:  # lost again before this caller ran: its reply slot would never fill
+                raise RedisConnectionError("connection to redis lost while connecting")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[Any]] = loop.create_future()
         self._pending.append(_Pending(future, len(commands), loop.time()))

@@ -4,6 +4,14 @@ A round's running aggregate lives in the memory of the control-plane process tha
 data plane folds updates as they stream in, so memory is one model, not one per client). A process
 that restarts finds open rounds without an aggregate and re-opens them as a new attempt: accepted
 updates of the lost attempt are not silently mixed with new ones, and the job simply continues.
+
+SQL is the commit point of a round's life: an attempt is inserted before Redis shows it open, and it
+ends (closed with its aggregate, or failed) in one SQL transaction that also advances the job's
+``rounds_done``; Redis, the registry, the journal and the event bus then follow that record. A step that
+fails after the commit (or an outage that fails the commit itself) leaves the round open in Redis, and
+the scheduler tick replays the end until it lands, so a round ends exactly once. Every model and
+aggregate is checkpointed on disk first (:mod:`control_plane.checkpoints`), so when Redis comes back
+empty :meth:`RoundManager.recover` rebuilds each job's round from the durable record.
 """
 
 from __future__ import annotations
@@ -13,10 +21,20 @@ import contextlib
 import json
 import logging
 import time
+from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
-from control_plane.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from control_plane.checkpoints import Checkpoints
+from control_plane.errors import (
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ServiceError,
+    Unavailable,
+    is_outage,
+)
 from control_plane.events import Event, EventBus
 from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
@@ -41,10 +59,22 @@ from data_plane import (
 )
 from data_plane.tensors import check_finite, decode, encode, schema
 from propius.config import Settings
+from propius.keys import global_key
 
 __all__ = ["RoundManager"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _PendingClose:
+    """A finalized aggregate whose close has not reached SQL yet (kept so a replay does not finalize twice)."""
+
+    round: int
+    attempt: int
+    aggregate: Aggregate
+    payload: bytes
+    finalize_start: float
 
 
 class RoundManager:
@@ -65,6 +95,10 @@ class RoundManager:
         self._aggregators: dict[str, RoundUpdates] = {}
         self._last_metrics: dict[str, tuple[int, int, dict[str, float]]] = {}  # job -> last closed round's
         self._closing: dict[str, asyncio.Lock] = {}
+        self._pending: dict[str, _PendingClose] = {}
+        self.checkpoints = Checkpoints(settings.data_dir / "checkpoints")
+        # Present while Redis holds this plane's hot state; gone after Redis restarted empty.
+        self._alive_key = global_key(hot.prefix, "alive")
 
     # ---------------------------------------------------------------- opening
 
@@ -92,17 +126,18 @@ class RoundManager:
             min_results=plan.min_results, bound=0, results=0, started_at=now, deadline_at=plan.deadline_at,
             closed_at=0.0, model_digest=model_digest, aggregate_digest="",
         )
-        await self._hot.open_round(state)
-        self._aggregators[job.job_id] = await self._round_updates(job, round_, attempt, model_digest)
-        self.trace.round_started(job.job_id, round_, attempt, now)
-        if job.state == "registered":
-            await self._jobs.update(job.job_id, state="running")
         await asyncio.to_thread(
             self._store.start_round,
             RoundRecord(job_id=job.job_id, round=round_, attempt=attempt, demand=demand, target=state.target,
                         state="open", results=0, started_at=now, deadline_at=state.deadline_at, closed_at=None,
                         metrics_json="{}", model_digest=model_digest),
         )
+        updates = await self._round_updates(job, round_, attempt, model_digest)
+        await self._hot.open_round(state)
+        self._aggregators[job.job_id] = updates
+        self.trace.round_started(job.job_id, round_, attempt, now)
+        if job.state == "registered":
+            await self._jobs.update(job.job_id, state="running")
         self._journal.event("round_started", job.job_id, round=round_, attempt=attempt, demand=demand)
         await self._bus.publish(
             Event("round_started", job.job_id, round_, attempt, slots=state.target, state=state.to_hash())
@@ -119,15 +154,79 @@ class RoundManager:
         return RoundAggregator(self._raw_redis, namespace, round_, attempt, reference_schema=reference, **limits)
 
     async def recover(self) -> None:
-        """After a restart: re-open, as a new attempt, every open round whose aggregate was lost."""
+        """Rebuild every live job's round from the durable record (after a restart, or Redis lost).
+
+        An attempt SQL still shows open lost its aggregate: it fails and the round re-opens as a new
+        attempt with its checkpointed model. An attempt that ended in SQL is shown ended in Redis, with
+        its checkpointed aggregate, whatever Redis held. One job that cannot be recovered is logged and
+        the others go on.
+        """
         await self._jobs.refresh()
         for job in self._jobs.active():
-            state = await self._hot.round(job.job_id)
-            if state is None or state.state != "open" or job.job_id in self._aggregators:
+            if job.job_id in self._aggregators:
                 continue
-            log.info("re-opening round %d of job %s after restart", state.round, job.job_id)
-            await self._fail(job.job_id, state, "failed")
-            await self._open(job, state.round, state.attempt + 1, state.demand, state.model_digest)
+            try:
+                await self._recover_job(job)
+            except Exception:  # noqa: BLE001 - one bad job must not stop the plane from starting
+                log.exception("cannot recover the round of job %s; it stays as it is", job.job_id)
+        await self._raw_redis.set(self._alive_key, "1")
+
+    async def _recover_job(self, job: ActiveJob) -> None:
+        record = await asyncio.to_thread(self._store.latest_round, job.job_id)
+        if record is None:
+            return
+        if record.state == "open":
+            record = await asyncio.to_thread(
+                self._store.finish_round, job.job_id, record.round, record.attempt, "failed", 0, time.time())
+            if record.state == "failed":
+                self._journal.attempt_ended(job.job_id, record.round, record.attempt)
+                log.info("re-opening round %d of job %s as attempt %d", record.round, job.job_id, record.attempt + 1)
+                await self._show_ended(job, record)
+                digest = record.model_digest if await self._restore_blob(job.job_id, record.model_digest) else ""
+                await self._open(job, record.round, record.attempt + 1, record.demand, digest)
+                return
+        await self._show_ended(job, record)
+
+    async def _show_ended(self, job: ActiveJob, record: RoundRecord) -> None:
+        """Make Redis show the ended attempt ``record`` as the job's round, with its blobs."""
+        state = await self._hot.round(job.job_id)
+        if state is not None and (state.round, state.attempt, state.state) == (record.round, record.attempt,
+                                                                               record.state):
+            return
+        await self._restore_blob(job.job_id, record.model_digest)
+        await self._restore_blob(job.job_id, record.aggregate_digest)
+        plan = plan_round(job.spec, record.demand, record.started_at)
+        await self._hot.open_round(RoundState(
+            job_id=job.job_id, round=record.round, attempt=record.attempt, state=record.state, demand=plan.demand,
+            target=record.target, min_results=plan.min_results, bound=state.bound if state else 0,
+            results=record.results, started_at=record.started_at, deadline_at=record.deadline_at,
+            closed_at=record.closed_at or 0.0, model_digest=record.model_digest,
+            aggregate_digest=record.aggregate_digest,
+        ))
+
+    async def _restore_blob(self, job_id: str, digest: str) -> bool:
+        """Put a checkpoint back into Redis if Redis lost it; False when there is none to put back."""
+        if not digest:
+            return False
+        namespace = self._hot.namespace(job_id)
+        if await self.blobs.ref(namespace, digest) is not None:
+            return True
+        payload = await asyncio.to_thread(self.checkpoints.load, job_id, digest)
+        if payload is None:
+            log.warning("job %s: checkpoint %s is missing", job_id, digest)
+            return False
+        await self.blobs.put(namespace, payload)
+        return True
+
+    async def check_hot_state(self, _now: float) -> None:
+        """Scheduler tick: when Redis came back empty, drop the lost attempts and rebuild from SQL."""
+        if await self._raw_redis.exists(self._alive_key):
+            return
+        log.warning("redis lost its state: rebuilding rounds from the durable store")
+        for job_id in list(self._aggregators):
+            await self._aggregators.pop(job_id).discard()
+        self._pending.clear()
+        await self.recover()
 
     # ---------------------------------------------------------------- model and updates
 
@@ -140,12 +239,13 @@ class RoundManager:
         except PayloadError as error:
             raise InvalidArgument(error.field, str(error)) from None
         ref = await self.blobs.put(self._hot.namespace(job.job_id), payload)
+        await asyncio.to_thread(self.checkpoints.save, job.job_id, ref.digest, payload)
+        await asyncio.to_thread(self._store.set_round_model, job.job_id, round_, state.attempt, ref.digest)
         await self._hot.set_model_digest(job.job_id, ref.digest)
         self.trace.model_published(job.job_id, round_, received_from, time.time(), ref.size)
         aggregator = self._aggregators.get(job.job_id)
         if aggregator is not None and aggregator.results == 0:
             aggregator.reference_schema = schema(tensors)
-        await asyncio.to_thread(self._store.set_round_model, job.job_id, round_, state.attempt, ref.digest)
         await self._bus.publish(Event("model_published", job.job_id, round_, state.attempt,
                                       model_kbit=ref.size * 8 / 1000))
         return ref
@@ -199,64 +299,92 @@ class RoundManager:
         phases = {"fetch_end": timings.fetch_end, "train_s": timings.train_end - timings.train_start} if timings else {}
         await self._bus.publish(Event("update_accepted", job_id, round_, attempt, client_id, **phases))
         if results >= state.min_results:
-            await self.close(job_id, round_, attempt)
+            try:
+                await self.close(job_id, round_, attempt)
+            except Exception as error:
+                if not is_outage(error):
+                    raise
+                # The update is accepted and journaled; the scheduler tick replays the close.
+                log.warning("job %s round %d: close deferred (%s)", job_id, round_, error)
         return AddResult(accepted=True, duplicate=False, results=max(results, result.results))
 
     # ---------------------------------------------------------------- closing
 
     async def close(self, job_id: str, round_: int, attempt: int) -> RoundState:
-        """Finalize the aggregate and close the round (or fail it when nothing arrived)."""
+        """Finalize the aggregate and close the round (or fail it when nothing arrived); exactly once."""
         async with self._closing.setdefault(job_id, asyncio.Lock()):
             state = await self._current(job_id)
             if state.state != "open" or (state.round, state.attempt) != (round_, attempt):
+                if (pending := self._pending.get(job_id)) and (pending.round, pending.attempt) == (round_, attempt):
+                    del self._pending[job_id]  # its close landed; a step after it failed
                 return state
             aggregator = self._aggregators.get(job_id)
             if aggregator is None or aggregator.results == 0:
-                return await self._fail(job_id, state, "failed")
-            finalize_start = time.time()
-            try:
-                aggregate: Aggregate = await aggregator.finalize()
-            except AggregateFailed as error:  # never publish a non-finite model: the round is re-run
-                log.error("job %s round %d attempt %d failed: %s", job_id, round_, attempt, error)
-                return await self._fail(job_id, state, "failed")
-            payload = await asyncio.to_thread(encode, aggregate.tensors)
-            ref = await self.blobs.put(self._hot.namespace(job_id), payload)
-            if not await self._hot.finish_round(job_id, round_, attempt, "closed", ref.digest):
-                return await self._current(job_id)
-            self._aggregators.pop(job_id, None)  # its Redis keys stay until their TTL: late retries see them
-            self.trace.round_closed(
-                job_id, round_, attempt, time.time(), finalize_start, aggregate.results, state.bound
+                return await self._end_failed(job_id, state)
+            pending = self._pending.get(job_id)
+            if pending is None or (pending.round, pending.attempt) != (round_, attempt):
+                finalize_start = time.time()
+                try:
+                    aggregate: Aggregate = await aggregator.finalize()
+                except AggregateFailed as error:  # never publish a non-finite model: the round is re-run
+                    log.error("job %s round %d attempt %d failed: %s", job_id, round_, attempt, error)
+                    return await self._end_failed(job_id, state)
+                payload = await asyncio.to_thread(encode, aggregate.tensors)
+                pending = _PendingClose(round_, attempt, aggregate, payload, finalize_start)
+                self._pending[job_id] = pending
+            ref = await self.blobs.put(self._hot.namespace(job_id), pending.payload)
+            await asyncio.to_thread(self.checkpoints.save, job_id, ref.digest, pending.payload)
+            record = await asyncio.to_thread(
+                self._store.finish_round, job_id, round_, attempt, "closed", pending.aggregate.results, time.time(),
+                json.dumps(pending.aggregate.metrics), ref.digest,
             )
-            self._last_metrics[job_id] = (round_, attempt, aggregate.metrics)
-            job = await self._jobs.update(job_id, rounds_done=round_ + 1)
-            await asyncio.to_thread(
-                self._store.finish_round, job_id, round_, attempt, "closed", aggregate.results, time.time(),
-                json.dumps(aggregate.metrics),
-            )
-            await self._release_unfinished(job_id, round_, attempt)
-            self._metrics.rounds.labels("closed").inc()
-            self._journal.event("round_closed", job_id, round=round_, attempt=attempt, results=aggregate.results)
-            closed = await self._current(job_id)
-            await self._bus.publish(Event("round_closed", job_id, round_, attempt, state=closed.to_hash()))
-            log.info("job %s round %d closed with %d results", job.spec.name, round_, aggregate.results)
+            closed = await self._follow(job_id, state, record, pending)
+            self._pending.pop(job_id, None)  # only now: a replay after a failed step must not finalize again
             return closed
 
-    async def _fail(self, job_id: str, state: RoundState, outcome: str) -> RoundState:
-        if await self._hot.finish_round(job_id, state.round, state.attempt, outcome, ""):
-            aggregator = self._aggregators.pop(job_id, None)
+    async def _fail(self, job_id: str, state: RoundState) -> RoundState:
+        async with self._closing.setdefault(job_id, asyncio.Lock()):
+            current = await self._current(job_id)
+            if (current.round, current.attempt, current.state) != (state.round, state.attempt, "open"):
+                return current
+            return await self._end_failed(job_id, current)
+
+    async def _end_failed(self, job_id: str, state: RoundState) -> RoundState:
+        record = await asyncio.to_thread(
+            self._store.finish_round, job_id, state.round, state.attempt, "failed", state.results, time.time()
+        )
+        return await self._follow(job_id, state, record, None)
+
+    async def _follow(self, job_id: str, state: RoundState, record: RoundRecord,
+                      closing: _PendingClose | None) -> RoundState:
+        """Make Redis, the registry, the journal and the bus follow how SQL ended the attempt ``state``."""
+        if not await self._hot.finish_round(job_id, record.round, record.attempt, record.state,
+                                            record.aggregate_digest):
+            return await self._current(job_id)
+        aggregator = self._aggregators.pop(job_id, None)
+        if record.state == "closed":
+            # The aggregator's Redis keys stay until their TTL: late retries see them.
+            self._jobs.advanced(job_id, record.round + 1)
+            await asyncio.to_thread(self.checkpoints.keep_only, job_id,
+                                    {record.model_digest, record.aggregate_digest})
+            if closing is not None:
+                self.trace.round_closed(job_id, record.round, record.attempt, time.time(), closing.finalize_start,
+                                        closing.aggregate.results, state.bound)
+                self._last_metrics[job_id] = (record.round, record.attempt, closing.aggregate.metrics)
+        else:
             if aggregator is not None:
                 await aggregator.discard()
             self.trace.round_failed(job_id)
-            await asyncio.to_thread(
-                self._store.finish_round, job_id, state.round, state.attempt, outcome, state.results, time.time(), "{}"
-            )
-            await self._release_unfinished(job_id, state.round, state.attempt)
-            self._metrics.rounds.labels(outcome).inc()
-            self._journal.event("round_failed", job_id, round=state.round, attempt=state.attempt)
-            failed = await self._current(job_id)
-            await self._bus.publish(Event("round_failed", job_id, state.round, state.attempt, state=failed.to_hash()))
-            return failed
-        return await self._current(job_id)
+        await self._release_unfinished(job_id, record.round, record.attempt)
+        self._journal.attempt_ended(job_id, record.round, record.attempt)
+        self._metrics.rounds.labels(record.state).inc()
+        kind = "round_closed" if record.state == "closed" else "round_failed"
+        self._journal.event(kind, job_id, round=record.round, attempt=record.attempt, results=record.results)
+        ended = await self._current(job_id)
+        await self._bus.publish(Event(kind, job_id, record.round, record.attempt, state=ended.to_hash()))
+        log.info("job %s round %d.%d %s with %d results", job_id, record.round, record.attempt, record.state,
+                 record.results)
+        return ended
 
     async def _release_unfinished(self, job_id: str, round_: int, attempt: int) -> None:
         """Clients still working on a finished round are told so by their next heartbeat; log them."""
@@ -267,20 +395,26 @@ class RoundManager:
         """A completed or cancelled job: fail its open round, if any."""
         state = await self._hot.round(job_id)
         if state is not None and state.state == "open":
-            await self._fail(job_id, state, "failed")
+            await self._fail(job_id, state)
 
     async def sweep_deadlines(self, now: float) -> None:
-        """Close rounds whose deadline passed: with the results they have if enough, else fail them."""
+        """Close rounds that have enough results (replaying a close an outage interrupted) and fail those
+        whose deadline passed without them."""
         for job in self._jobs.active():
             if job.job_id not in self._aggregators:
                 continue
-            state = await self._hot.round(job.job_id)
-            if state is None or state.state != "open" or state.deadline_at > now:
-                continue
-            if state.results >= state.min_results:
-                await self.close(job.job_id, state.round, state.attempt)
-            else:
-                await self._fail(job.job_id, state, "failed")
+            try:
+                state = await self._hot.round(job.job_id)
+                if state is None or state.state != "open":
+                    continue
+                if state.results >= state.min_results:
+                    await self.close(job.job_id, state.round, state.attempt)
+                elif state.deadline_at <= now:
+                    await self._fail(job.job_id, state)
+            except Exception as error:  # noqa: BLE001 - the next tick retries; other jobs go on
+                if not is_outage(error):
+                    raise
+                log.warning("job %s: round end deferred (%s)", job.job_id, error)
 
     # ---------------------------------------------------------------- reading results
 
@@ -291,7 +425,7 @@ class RoundManager:
             while True:
                 state = await self._hot.round(job_id)
                 if state is None:
-                    raise NotFound(f"job {job_id!r} has no round")
+                    raise await self._no_round(job_id)
                 if state.round > round_ or (state.round == round_ and state.state != "open"):
                     return state
                 remaining = deadline - time.monotonic()
@@ -332,13 +466,19 @@ class RoundManager:
         """The job's current round; NOT_FOUND when it has none (its hot state expired or was lost)."""
         state = await self._hot.round(job_id)
         if state is None:
-            raise NotFound(f"job {job_id!r} has no round")
+            raise await self._no_round(job_id)
         return state
+
+    async def _no_round(self, job_id: str, round_: int | None = None) -> ServiceError:
+        """Why the job has no round in Redis: NOT_FOUND, or UNAVAILABLE while hot state is being rebuilt."""
+        if not await self._raw_redis.exists(self._alive_key):
+            return Unavailable("hot state is being rebuilt after a Redis restart; retry")
+        return NotFound(f"job {job_id!r} has no round" + ("" if round_ is None else f" {round_}"))
 
     async def _require_open(self, job_id: str, round_: int) -> RoundState:
         state = await self._hot.round(job_id)
         if state is None:
-            raise NotFound(f"job {job_id!r} has no round {round_}")
+            raise await self._no_round(job_id, round_)
         if state.round != round_ or state.state != "open":
             raise Conflict(f"round {round_} of job {job_id!r} is not open (current round {state.round}, {state.state})")
         return state

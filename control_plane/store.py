@@ -29,13 +29,16 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
     select,
+    text,
     update,
 )
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 __all__ = [
+    "AttemptEnd",
     "BINDING_OUTCOMES",
     "JOB_STATES",
     "ROUND_STATES",
@@ -86,6 +89,7 @@ class RoundRecord:
     closed_at: float | None = None
     metrics_json: str = "{}"
     model_digest: str = ""
+    aggregate_digest: str = ""  # set when the round closed: the checkpoint of its aggregate
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,16 @@ class BindingOutcome:
     outcome: str
     finished_at: float
     num_samples: float | None = None
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """A round attempt ended: its bindings still ``bound`` are ``released`` (their clients' work is moot)."""
+
+    job_id: str
+    round: int
+    attempt: int
+    finished_at: float
 
 
 @dataclass(frozen=True)
@@ -186,6 +200,7 @@ class _Round(_Base):
     closed_at: Mapped[float | None]
     metrics_json: Mapped[str] = mapped_column(Text)
     model_digest: Mapped[str]
+    aggregate_digest: Mapped[str] = mapped_column(server_default="")
 
 
 class _Binding(_Base):
@@ -281,6 +296,24 @@ def _create_tables(engine: Engine, attempts: int = 5) -> None:
                 raise
 
 
+# Columns added to existing tables since their first release: (table, column, DDL type with its default).
+_NEW_COLUMNS = (("rounds", "aggregate_digest", "VARCHAR NOT NULL DEFAULT ''"),)
+
+
+def _add_new_columns(engine: Engine, schema: str | None) -> None:
+    """Give tables that an earlier release created the columns added since (``create_all`` adds none)."""
+    for table, column, ddl in _NEW_COLUMNS:
+        if column in {c["name"] for c in inspect(engine).get_columns(table, schema=schema)}:
+            continue
+        qualified = f'"{schema}".{table}' if schema else table
+        try:
+            with engine.begin() as connection:
+                connection.execute(text(f"ALTER TABLE {qualified} ADD COLUMN {column} {ddl}"))
+        except DBAPIError:  # another control plane starting at the same time added it first
+            if column not in {c["name"] for c in inspect(engine).get_columns(table, schema=schema)}:
+                raise
+
+
 class Store:
     """The durable store. ``schema`` (PostgreSQL only) names an existing schema to hold the tables."""
 
@@ -296,6 +329,7 @@ class Store:
         self._engine = engine
         self._session = sessionmaker(engine, expire_on_commit=False)
         _create_tables(engine)
+        _add_new_columns(engine, schema)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -347,8 +381,11 @@ class Store:
     # ------------------------------------------------------------ rounds
 
     def start_round(self, record: RoundRecord) -> None:
+        """Insert the attempt; a retry of the same insert (its reply was lost) leaves the row as it is."""
         with self._session.begin() as session:
-            session.execute(insert(_Round), [asdict(record)])
+            key = (record.job_id, record.round, record.attempt)
+            if session.get(_Round, key) is None:
+                session.execute(insert(_Round), [asdict(record)])
 
     def finish_round(
         self,
@@ -359,10 +396,32 @@ class Store:
         results: int,
         closed_at: float,
         metrics_json: str = "{}",
-    ) -> None:
-        values = {"state": state, "results": results, "closed_at": closed_at, "metrics_json": metrics_json}
-        statement = update(_Round).where(*_round_key(job_id, round, attempt)).values(**values)
-        self._update_one(statement, f"round {job_id}/{round}.{attempt}")
+        aggregate_digest: str = "",
+    ) -> RoundRecord:
+        """Move an open attempt to ``state``: the commit point of a round's end. One transaction sets the row
+        and, for a close, the job's ``rounds_done``. Exactly once: an attempt that already ended keeps its
+        end, and the row as it stands is returned for the caller to follow."""
+        values = {"state": state, "results": results, "closed_at": closed_at, "metrics_json": metrics_json,
+                  "aggregate_digest": aggregate_digest}
+        with self._session.begin() as session:
+            row = session.get(_Round, (job_id, round, attempt), with_for_update=True)
+            if row is None:
+                raise KeyError(f"no such round {job_id}/{round}.{attempt}")
+            if row.state == "open":
+                for name, value in values.items():
+                    setattr(row, name, value)
+                if state == "closed":
+                    session.execute(update(_Job).where(_Job.job_id == job_id, _Job.rounds_done < round + 1)
+                                    .values(rounds_done=round + 1))
+            return _record(RoundRecord, row)
+
+    def latest_round(self, job_id: str) -> RoundRecord | None:
+        """The job's newest attempt, the one a recovery continues from."""
+        query = (select(_Round).where(_Round.job_id == job_id)
+                 .order_by(_Round.round.desc(), _Round.attempt.desc()).limit(1))
+        with self._session() as session:
+            row = session.scalars(query).first()
+            return None if row is None else _record(RoundRecord, row)
 
     def set_round_model(self, job_id: str, round: int, attempt: int, digest: str) -> None:
         statement = update(_Round).where(*_round_key(job_id, round, attempt)).values(model_digest=digest)
@@ -400,6 +459,24 @@ class Store:
             )
         )
         params = [{f"k_{name}": value for name, value in _shallow(row).items()} for row in updates]
+        with self._session.begin() as session:
+            session.connection().execute(statement, params)
+
+    def release_bindings(self, ends: Sequence[AttemptEnd]) -> None:
+        """Mark the bindings of ended attempts that are still ``bound`` as ``released``, in one transaction."""
+        if not ends:
+            return
+        statement = (
+            update(_Binding)
+            .where(
+                _Binding.job_id == bindparam("k_job_id"),
+                _Binding.round == bindparam("k_round"),
+                _Binding.attempt == bindparam("k_attempt"),
+                _Binding.outcome == "bound",
+            )
+            .values(outcome="released", finished_at=bindparam("k_finished_at"))
+        )
+        params = [{f"k_{name}": value for name, value in _shallow(end).items()} for end in ends]
         with self._session.begin() as session:
             session.connection().execute(statement, params)
 

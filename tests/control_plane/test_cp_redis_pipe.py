@@ -111,3 +111,27 @@ async def test_hot_state_offers_and_bind_on_either_path(redis_url, key_prefix, l
         if pipe is not None:
             pipe.close()
         await client.aclose()
+
+
+async def test_a_connection_lost_while_connecting_fails_its_callers_and_leaves_no_stale_reply_slot(redis_url):
+    """Redis restarting behind a proxy: the TCP connect succeeds and the connection drops at once. Every
+    caller gets a connection error (none waits for a reply that can never come), and once Redis is back
+    each caller gets its own reply."""
+    from benchmarks.chaos_proxy import TcpProxy
+
+    host, port = redis_url.removeprefix("redis://").split("/")[0].split(":")
+    proxy = TcpProxy(host, int(port))
+    proxy_port = proxy.start()
+    proxy.cut()
+    pipe = RedisPipe(f"redis://127.0.0.1:{proxy_port}/0", timeout_s=2.0)
+    try:
+        for _ in range(20):
+            results = await asyncio.wait_for(
+                asyncio.gather(*(pipe.execute("PING") for _ in range(5)), return_exceptions=True), 5)
+            assert all(isinstance(result, RedisConnectionError) for result in results), results
+        proxy.restore()
+        replies = await asyncio.wait_for(asyncio.gather(*(pipe.execute("ECHO", str(i)) for i in range(50))), 5)
+        assert replies == [str(i) for i in range(50)]
+    finally:
+        pipe.close()
+        proxy.stop()

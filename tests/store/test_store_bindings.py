@@ -6,7 +6,7 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from control_plane.store import BindingOutcome, BindingRecord, JobRecord, Store
+from control_plane.store import AttemptEnd, BindingOutcome, BindingRecord, JobRecord, Store
 
 
 def test_a_batch_of_1000_bindings_is_one_quick_call(store: Store, make_job: Callable[..., JobRecord]) -> None:
@@ -97,3 +97,15 @@ def test_empty_batches_are_no_ops(store: Store) -> None:
     store.record_bindings([])
     store.finish_bindings([])
     assert store.tasks_done_by_client() == {}
+
+
+def test_an_ended_attempt_releases_only_its_bindings_still_bound(
+    store: Store, make_job: Callable[..., JobRecord]
+) -> None:
+    make_job("j1")
+    store.record_bindings([BindingRecord("j1", 0, attempt, client, 1.0) for attempt in (0, 1) for client in "ab"])
+    store.finish_bindings([BindingOutcome("j1", 0, 0, "a", "completed", 2.0, 5.0)])
+    store.release_bindings([AttemptEnd("j1", 0, 0, 3.0)])
+    outcomes = {(b.attempt, b.client_id): (b.outcome, b.finished_at) for b in store.bindings("j1")}
+    assert outcomes == {(0, "a"): ("completed", 2.0), (0, "b"): ("released", 3.0),
+                        (1, "a"): ("bound", None), (1, "b"): ("bound", None)}

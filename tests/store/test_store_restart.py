@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import closing
 
+from sqlalchemy import create_engine, text
+
 from control_plane.store import BindingOutcome, BindingRecord, EventRecord, RoundRecord, Store
 
 
@@ -41,3 +43,19 @@ def test_state_survives_reopening_the_store(open_store: Callable[[], Store]) -> 
         second.record_events([EventRecord(50.0, "control_plane_restarted")])
         ids = [e.id for e in second.events()]
         assert len(set(ids)) == len(ids) == 2
+
+
+def test_a_store_made_by_an_earlier_release_gains_the_new_columns(backend) -> None:
+    with closing(backend.open()) as first:
+        first.create_job("j1", "job", "alice", "{}", "1" * 64, 1.0)
+        first.start_round(RoundRecord("j1", 0, 0, 3, 4, 10.0, 20.0))
+    table = f'"{backend.schema}".rounds' if backend.schema else "rounds"
+    engine = create_engine(backend.url)
+    with engine.begin() as connection:
+        connection.execute(text(f"ALTER TABLE {table} DROP COLUMN aggregate_digest"))  # as that release made it
+    engine.dispose()
+
+    with closing(backend.open()) as second:
+        assert [(r.round, r.aggregate_digest) for r in second.rounds("j1")] == [(0, "")]
+        closed = second.finish_round("j1", 0, 0, "closed", results=3, closed_at=15.0, aggregate_digest="agg")
+        assert closed.aggregate_digest == "agg"
