@@ -21,14 +21,15 @@ def test_packaged_devices_have_requirement_attribute_names() -> None:
 def test_thresholds_split_the_packaged_devices() -> None:
     strong = Constraints.model_validate({"cpu_f": {"min": 7}, "ram": {"min": 6}})
     admitted = [strong.admits(row.profile("x").attributes()) for row in load_devices()]
-    assert 0 < sum(admitted) < len(admitted)
-    assert any(admitted[:8]) and not all(admitted[:8])
+    assert sum(admitted) == 24
+    assert admitted[:8] == [True, True, True, True, False, False, True, False]
 
 
-def test_dataset_sizes_are_positive() -> None:
+def test_dataset_sizes_are_the_packaged_rows_in_order() -> None:
     sizes = load_dataset_sizes()
     assert len(sizes) == 64
-    assert all(size > 0 for size in sizes)
+    assert sizes[:4] == [183, 130, 409, 87]
+    assert (min(sizes), max(sizes), sum(sizes)) == (87, 584, 14840)
 
 
 def test_load_devices_from_a_given_file(tmp_path: Path) -> None:

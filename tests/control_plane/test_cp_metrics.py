@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from data_plane.tensors import encode
 from propius.proto import propius_pb2 as pb
 
 
@@ -18,11 +19,12 @@ async def test_binds_updates_and_rounds_are_counted(plane, stubs):
     checkin, accept = await stubs.bind("m1")
     full = await stubs.check_in("m2")
     assert not full.offers
-    await stubs.upload("m1", checkin.session_token, accept, {"w": np.ones(3, np.float32)}, 2.0)
+    update = {"w": np.ones(3, np.float32)}
+    await stubs.upload("m1", checkin.session_token, accept, update, 2.0)
     info, _ = await stubs.aggregate(job_id, token, 0)
     assert info.state == pb.ROUND_STATE_CLOSED
     assert _value(plane, "propius_accepts_total", {"outcome": "bound"}) == 1
     assert _value(plane, "propius_check_ins_total", {"outcome": "none"}) == 1
     assert _value(plane, "propius_updates_total", {"outcome": "accepted"}) == 1
     assert _value(plane, "propius_rounds_total", {"state": "closed"}) == 1
-    assert _value(plane, "propius_update_bytes_total") > 0
+    assert _value(plane, "propius_update_bytes_total") == len(encode(update))

@@ -52,7 +52,7 @@ async def test_multiplexed_accepts_never_overfill_a_round(plane, stubs, mux):
     winners = {client_id for client_id, reply in zip(client_ids, replies, strict=True) if reply.bound}
     assert len(winners) == 50
     assert {reply.reason for reply in replies if not reply.bound} == {"round_full"}
-    assert all(reply.job_id == job_id and reply.lease_s > 0 for reply in replies if reply.bound)
+    assert all(reply.job_id == job_id and reply.lease_s == plane.settings.lease_s for reply in replies if reply.bound)
     assert (await plane.hot.round(job_id)).bound == 50
     assert await plane.hot.members(job_id, 0, 0) == winners
 

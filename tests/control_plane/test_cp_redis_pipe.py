@@ -49,12 +49,16 @@ async def test_scripts_are_loaded_on_first_use(pipe, key_prefix):
     assert await pipe.evalsha(sha, [f"{key_prefix}:n"], [2]) == 7
 
 
-async def test_a_lost_connection_fails_its_calls_and_the_next_call_reconnects(pipe, redis_url, key_prefix):
+async def test_a_lost_connection_fails_its_calls_and_the_next_call_reconnects(pipe, redis_url, key_prefix, wait_for):
     first_id = await pipe.execute("CLIENT", "ID")
-    admin = aioredis.Redis.from_url(redis_url)
+    admin = aioredis.Redis.from_url(redis_url, decode_responses=True)
+
+    async def blocking() -> bool:
+        return any("b" in client["flags"] for client in await admin.client_list(client_id=[first_id]))
+
     try:
         blocked = asyncio.ensure_future(pipe.execute("BLPOP", f"{key_prefix}:never", 5))
-        await asyncio.sleep(0.1)
+        await wait_for(blocking, what="the pipe's connection to block in BLPOP")
         await admin.client_kill_filter(_id=first_id)
         with pytest.raises(RedisConnectionError):
             await asyncio.wait_for(blocked, 3.0)

@@ -10,14 +10,18 @@ from propius.proto import propius_pb2 as pb
 from tests.control_plane.conftest import Stubs
 
 
-async def test_a_round_opened_on_one_shard_is_offered_and_bound_on_the_other(planes):
+async def test_a_round_opened_on_one_shard_is_offered_and_bound_on_the_other(planes, wait_for):
     first, second = await planes.start(), await planes.start()
     a, b = Stubs(first.address), Stubs(second.address)
     try:
         job_id, token = await a.register(name="sharded", demand=4, over_selection=1.0)
         # A client long-polls shard B before the job's round exists anywhere.
         waiting = asyncio.create_task(b.check_in("early", wait_s=5))
-        await asyncio.sleep(0.2)
+
+        async def early_waits() -> bool:
+            return len(second.binder.waiting) == 1
+
+        await wait_for(early_waits, what="the early client to wait on shard B")
         await a.start_round(job_id, token)
         await a.publish(job_id, token, 0, {"w": np.zeros(2, np.float32)})
         early = await asyncio.wait_for(waiting, 5)

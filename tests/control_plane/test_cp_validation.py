@@ -198,7 +198,7 @@ async def test_a_cancelled_jobs_blobs_expire_with_the_job(planes, stub_factory, 
         await redis.aclose()
 
 
-async def test_calls_in_flight_on_one_stream_are_capped(planes, stub_factory):
+async def test_calls_in_flight_on_one_stream_are_capped(planes, stub_factory, wait_for):
     plane = await planes.start(max_stream_calls=2)
     stubs = await stub_factory(plane.address)
     requests: asyncio.Queue[pb.ClientCalls | None] = asyncio.Queue()
@@ -211,8 +211,11 @@ async def test_calls_in_flight_on_one_stream_are_capped(planes, stub_factory):
     waiting = [pb.ClientCall(call_id=i, check_in=pb.CheckInRequest(profile=pb.ClientProfile(client_id=f"w{i}"),
                                                                    wait_s=5.0)) for i in (1, 2)]
     await requests.put(pb.ClientCalls(calls=waiting))  # two long-polls: the stream is full
-    while len(plane.binder.waiting) < 2:
-        await asyncio.sleep(0.01)
+
+    async def both_waiting() -> bool:
+        return len(plane.binder.waiting) == 2
+
+    await wait_for(both_waiting, what="the two long-polls to wait")
     await requests.put(pb.ClientCalls(calls=[pb.ClientCall(call_id=3, check_in=pb.CheckInRequest(
         profile=pb.ClientProfile(client_id="w3")))]))
     replies = await stream.read()

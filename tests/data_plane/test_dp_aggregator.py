@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 
 import numpy as np
 import pytest
@@ -124,16 +124,21 @@ async def test_failed_fold_releases_the_claim(raw_redis, namespace, monkeypatch)
     assert (await aggregator.add("c", encode(_updates(1)[0]), 1.0)).accepted
 
 
-async def test_cancelled_caller_still_counts_a_claimed_update(raw_redis, namespace, monkeypatch):
+async def test_cancelled_caller_still_counts_a_claimed_update(raw_redis, namespace, monkeypatch, wait_for):
     aggregator = RoundAggregator(raw_redis, namespace, 6, 0)
     fold = aggregator._fold
-    monkeypatch.setattr(aggregator, "_fold", lambda t, w: (time.sleep(0.2), fold(t, w))[1])
+    release = threading.Event()  # the fold runs only once the caller is cancelled: the commit is in flight
+    monkeypatch.setattr(aggregator, "_fold", lambda t, w: (release.wait(10.0), fold(t, w))[1])
     task = asyncio.create_task(aggregator.add("c", encode(_updates(1)[0]), 3.0))
-    while not await _members(raw_redis, namespace, 6):
-        await asyncio.sleep(0.005)
+
+    async def claimed() -> bool:
+        return bool(await _members(raw_redis, namespace, 6))
+
+    await wait_for(claimed, what="the update's claim")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    release.set()
     aggregate = await aggregator.finalize()  # waits for the commit in flight
     assert aggregate.results == 1 and aggregate.total_weight == 3.0
 

@@ -8,6 +8,11 @@ from propius.simulator import PopulationModel, SimConfig, Workload, simulate
 from propius.simulator.availability import AvailabilityModel
 
 
+def every_bind(workload: Workload) -> int:
+    """Binds of a run whose every round closes on its first attempt with its full bind target."""
+    return sum(job.to_job_spec().bind_target(job.demand) * job.rounds for job in workload.jobs)
+
+
 def test_a_run_is_deterministic_for_a_seed(tiny: Workload, day: PopulationModel) -> None:
     def run(seed: int) -> dict:
         metrics, _ = simulate(tiny, "propius", 400, seed, model=day)
@@ -18,7 +23,8 @@ def test_a_run_is_deterministic_for_a_seed(tiny: Workload, day: PopulationModel)
 
     first = run(3)
     assert json.dumps(first, sort_keys=True) == json.dumps(run(3), sort_keys=True)
-    assert first["unfinished"] == 0 and first["binds"] > 0
+    assert first["unfinished"] == 0 and first["rounds"] == 10
+    assert first["binds"] == every_bind(tiny) == 26 * 3 + 13 * 3 + 39 * 4
     assert json.dumps(first, sort_keys=True) != json.dumps(run(4), sort_keys=True)
 
 
@@ -42,7 +48,10 @@ def test_static_partitions_respect_eligibility_and_random_wastes_handshakes(tiny
             assert static.class_mask[client] & job.class_bit and static.private_ok(client, job)
     random_metrics, _ = simulate(tiny, "fifo", 400, 0, config=SimConfig(mode="client-random", seed=0), model=always)
     central, _ = simulate(tiny, "fifo", 400, 0, model=always)
-    assert random_metrics.wasted_handshakes > 0 and central.wasted_handshakes == 0
+    assert random_metrics.binds == central.binds == every_bind(tiny)
+    # Every handshake a client sends at random either binds or is refused; the central plane sends none.
+    assert random_metrics.wasted_handshakes == random_metrics.handshakes - random_metrics.binds > 0
+    assert central.handshakes == central.wasted_handshakes == 0
     assert central.unfinished == 0
 
 

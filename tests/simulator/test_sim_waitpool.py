@@ -41,7 +41,8 @@ def test_a_keyed_wake_ranks_only_the_oldest_scan_x_budget() -> None:
     assert pool.wake(LOOSE, 2, task_s.__getitem__) == [4, 3]  # scan 4: all that are left, fastest first
 
 
-def test_the_live_queue_wakes_the_clients_the_simulator_wakes(tiny: Workload, day: PopulationModel) -> None:
+def test_the_live_queue_wakes_the_clients_the_simulator_wakes(tiny: Workload, day: PopulationModel,
+                                                               wait_for) -> None:
     sim = Simulation(tiny, make_population(400, 2, day), load_policy("propius"), SimConfig(seed=2))
     sim.run()  # clients learned: the wake key differs between them
     job = sim.jobs[0]
@@ -64,9 +65,17 @@ def test_the_live_queue_wakes_the_clients_the_simulator_wakes(tiny: Workload, da
     async def live() -> list[int]:
         queue = WaitQueue()
         waits = {c: asyncio.create_task(queue.wait(str(c), dict(sim.population.profiles[c]), 5.0)) for c in waiting}
-        await asyncio.sleep(0)  # every client is waiting, in this order
+
+        async def all_waiting() -> bool:
+            return len(queue) == len(waiting)
+
+        await wait_for(all_waiting, what="every client to wait, in this order")
         woken = queue.wake(job.spec.requirements.public, 5, lambda client_id: keys[int(client_id)])
-        await asyncio.sleep(0.05)  # the woken waits return
+
+        async def woken_returned() -> bool:
+            return sum(wait.done() for wait in waits.values()) >= woken
+
+        await wait_for(woken_returned, what="the woken waits to return")
         done = [c for c, wait in waits.items() if wait.done() and wait.result()]
         for wait in waits.values():
             wait.cancel()
