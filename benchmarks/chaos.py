@@ -1,7 +1,7 @@
 """Chaos suite: several jobs trained by ``propius-client`` daemons on real Redis and PostgreSQL, one fault
 injected per phase, and what each fault cost.
 
-    python benchmarks/chaos.py [--seed 0] [--faults daemon_kill,cp_kill,...] [--out FILE]
+    python -m benchmarks.chaos [--seed 0] [--faults daemon_kill,cp_kill,...] [--out FILE]
 
 It starts its own ``redis-server`` on a free loopback port, a fresh PostgreSQL database on
 ``--pg-url``'s server, a control plane (``propius up``) and the daemons as processes; the plane reaches

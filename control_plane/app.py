@@ -28,7 +28,7 @@ from control_plane.redis_pipe import RedisPipe, pipe_supported
 from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
 from control_plane.store import Store
-from control_plane.wire import DecodeErrors
+from control_plane.wire import DecodeGuard
 from policies import load_policy
 from propius.config import Settings
 from propius.proto import propius_pb2_grpc as pb_grpc
@@ -121,7 +121,7 @@ class ControlPlane:
         await self.rounds.recover()
         await self.scheduler.refresh()
         await self.view.refresh_states()
-        self.server = grpc.aio.server(options=grpc_options(self.settings), interceptors=[DecodeErrors()])
+        self.server = grpc.aio.server(options=grpc_options(self.settings))
         services = (
             (pb_grpc.add_JobServiceServicer_to_server,
              JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.finished_job_ttl_s,
@@ -133,7 +133,7 @@ class ControlPlane:
              DataService(self.settings, self.rounds, self.binder, self.hot, self.jobs)),
         )
         for add, servicer in services:
-            add(servicer, self.server)
+            add(servicer, DecodeGuard(self.server))  # undecodable requests: INVALID_ARGUMENT
         address = f"{self.settings.host}:{self.settings.port}"
         try:
             self.port = self.server.add_insecure_port(address)
