@@ -458,9 +458,7 @@ class Store:
                 num_samples=bindparam("k_num_samples"),
             )
         )
-        params = [{f"k_{name}": value for name, value in _shallow(row).items()} for row in updates]
-        with self._session.begin() as session:
-            session.connection().execute(statement, params)
+        self._execute_many(statement, updates)
 
     def release_bindings(self, ends: Sequence[AttemptEnd]) -> None:
         """Mark the bindings of ended attempts that are still ``bound`` as ``released``, in one transaction."""
@@ -476,7 +474,12 @@ class Store:
             )
             .values(outcome="released", finished_at=bindparam("k_finished_at"))
         )
-        params = [{f"k_{name}": value for name, value in _shallow(end).items()} for end in ends]
+        self._execute_many(statement, ends)
+
+    def _execute_many(self, statement: Any, records: Sequence[Any]) -> None:
+        """``statement`` once per record, in one transaction and one executemany; a record's fields bind
+        as ``k_<field>`` (plain names would clash with the columns the statement sets)."""
+        params = [{f"k_{name}": value for name, value in _shallow(record).items()} for record in records]
         with self._session.begin() as session:
             session.connection().execute(statement, params)
 

@@ -32,6 +32,7 @@ import math
 from typing import Literal
 
 import numpy as np
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from propius.devices import DeviceRow, load_dataset_sizes, load_devices
@@ -97,8 +98,6 @@ class GeneratedWorkload(BaseModel):
     class_share: dict[str, float]  # eligibility class -> share of the device table it admits
 
     def to_yaml(self) -> str:
-        import yaml
-
         return yaml.safe_dump(self.workload.model_dump(mode="json", by_alias=True, exclude_defaults=True),
                               sort_keys=False)
 
@@ -152,7 +151,7 @@ def _arrivals(rng: np.random.Generator, arrival: Arrival, n: int, mean_gap_s: fl
     if arrival == "batch":
         return [0.0] * n
     if arrival == "poisson":
-        return list(np.cumsum(rng.exponential(mean_gap_s, n)) - 0.0)
+        return list(np.cumsum(rng.exponential(mean_gap_s, n)))
     times: list[float] = []
     at = 0.0
     while len(times) < n:  # bursts of 2-6 jobs within a minute, bursts a Poisson process
