@@ -13,7 +13,6 @@ import gc
 import logging
 
 import grpc
-import redis.asyncio as aioredis
 
 from control_plane.binding import Binder
 from control_plane.client_service import ClientService
@@ -24,6 +23,7 @@ from control_plane.job_service import JobService, TraceExporter
 from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
 from control_plane.metrics import Metrics
+from control_plane.redis_client import connect
 from control_plane.redis_pipe import RedisPipe, pipe_supported
 from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
@@ -70,12 +70,12 @@ class ControlPlane:
         self.settings = settings
         self.trace_exporter = trace_exporter
         # Blocking pools: under a burst, requests queue for a connection instead of failing.
-        self.redis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
-            settings.redis_url, decode_responses=True, max_connections=settings.redis_connections, timeout=30))
-        self.raw_redis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
-            settings.redis_url, max_connections=settings.redis_connections, timeout=30))
+        # One server or a Redis Cluster (a ``redis+cluster://`` URL, see control_plane.redis_client)
+        self.redis = connect(settings.redis_url, decode_responses=True, max_connections=settings.redis_connections)
+        self.raw_redis = connect(settings.redis_url, decode_responses=False,
+                                 max_connections=settings.redis_connections)
         self.store = Store(settings.resolved_database_url())
-        # A lean connection for check-ins and binds (redis-py does those for TLS URLs)
+        # A lean connection for check-ins and binds (redis-py does those for TLS and cluster URLs)
         self.pipe = RedisPipe(settings.redis_url) if pipe_supported(settings.redis_url) else None
         self.hot = HotState(self.redis, settings.key_prefix, keep_s=settings.blob_ttl_s, pipe=self.pipe)
         self.bus = EventBus(self.redis, self.hot.events_channel)

@@ -17,6 +17,7 @@ import grpc
 import redis.exceptions
 import sqlalchemy.exc
 
+from control_plane.redis_client import CLUSTER_OUTAGE
 from propius.specs import SpecError
 
 __all__ = [
@@ -82,7 +83,8 @@ def require_id(value: str, field: str = "job_id") -> str:
 
 
 # A backend that cannot be reached (or lost the connection mid-call) is an outage the caller retries.
-_REDIS_OUTAGE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError)
+_REDIS_OUTAGE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError,
+                 *CLUSTER_OUTAGE)
 _SQL_OUTAGE = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, sqlalchemy.exc.TimeoutError)
 
 

@@ -7,6 +7,7 @@ carry the job's hash tag). Nothing here needs a Redis module.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import secrets
@@ -18,6 +19,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from control_plane.events import Event
+from control_plane.redis_client import AnyRedis
 from control_plane.redis_pipe import RedisPipe
 from control_plane.scheduling.state import ROUND_FIELDS, RoundState
 from propius.keys import client_key, global_key, job_key
@@ -113,7 +115,7 @@ return 1
 class HotState:
     """Typed access to the Redis keys of the control plane (see :mod:`propius.keys`)."""
 
-    def __init__(self, redis: aioredis.Redis, prefix: str, keep_s: float = 86400.0,
+    def __init__(self, redis: AnyRedis, prefix: str, keep_s: float = 86400.0,
                  pipe: RedisPipe | None = None) -> None:
         self.redis = redis
         # The binding hot path (check-in writes, bind) goes through the lean pipe when there is one.
@@ -249,12 +251,17 @@ class HotState:
         The session lives as long as the client heartbeats: a task longer than ``session_ttl_s`` keeps
         its binding, which is lost only by a missed lease, the round's end or a release.
         """
+        keys = [self._round_key(job_id), self._leases_key(job_id, round_, attempt)]
+        args = [round_, attempt, client_id, time.time() + lease_s]
+        session_key, session_ms = client_key(self.prefix, client_id, "session"), int(session_ttl_s * 1000)
+        if isinstance(self.redis, aioredis.RedisCluster):
+            # A cluster pipeline does not load a script that a node lacks (a replica promoted since): two calls.
+            alive, _ = await asyncio.gather(self._heartbeat(keys=keys, args=args),
+                                            self.redis.pexpire(session_key, session_ms))
+            return bool(alive)
         async with self.redis.pipeline(transaction=False) as pipe:
-            await self._heartbeat(
-                keys=[self._round_key(job_id), self._leases_key(job_id, round_, attempt)],
-                args=[round_, attempt, client_id, time.time() + lease_s], client=pipe,
-            )
-            pipe.pexpire(client_key(self.prefix, client_id, "session"), int(session_ttl_s * 1000))
+            await self._heartbeat(keys=keys, args=args, client=pipe)
+            pipe.pexpire(session_key, session_ms)
             alive, _ = await pipe.execute()
         return bool(alive)
 

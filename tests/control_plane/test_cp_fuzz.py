@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 import grpc
 import numpy as np
 import pytest
-import redis
 import sqlalchemy as sa
 from google.protobuf.descriptor import FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
@@ -36,6 +35,7 @@ from propius.config import Settings
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
+from tests.conftest import sync_redis
 
 T = TypeVar("T")
 
@@ -239,7 +239,7 @@ class Footprint:
     """Redis keys under the test's prefix and SQL row counts, to compare around a refused call."""
 
     def __init__(self, redis_url: str, prefix: str, database_url: str) -> None:
-        self._redis = redis.Redis.from_url(redis_url)
+        self._redis = sync_redis(redis_url)
         self._pattern = f"{prefix}:*"
         self._engine = sa.create_engine(database_url)
 

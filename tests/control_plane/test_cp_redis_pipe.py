@@ -7,15 +7,21 @@ import time
 import uuid
 
 import pytest
-import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
+from control_plane.redis_client import connect
 from control_plane.redis_pipe import RedisPipe
+from tests.conftest import REDIS_MODE
+
+# The pipe serves one server; on a Redis Cluster the control plane uses redis-py (pipe_supported is False).
+single_server = pytest.mark.skipif(REDIS_MODE == "cluster", reason="the lean pipe speaks to one Redis server")
 
 
 @pytest.fixture
 async def pipe(redis_url):
+    if REDIS_MODE == "cluster":
+        pytest.skip("the lean pipe speaks to one Redis server")
     made = RedisPipe(redis_url, timeout_s=5.0)
     yield made
     made.close()
@@ -51,7 +57,7 @@ async def test_scripts_are_loaded_on_first_use(pipe, key_prefix):
 
 async def test_a_lost_connection_fails_its_calls_and_the_next_call_reconnects(pipe, redis_url, key_prefix, wait_for):
     first_id = await pipe.execute("CLIENT", "ID")
-    admin = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    admin = connect(redis_url, decode_responses=True, max_connections=4)
 
     async def blocking() -> bool:
         return any("b" in client["flags"] for client in await admin.client_list(client_id=[first_id]))
@@ -68,6 +74,7 @@ async def test_a_lost_connection_fails_its_calls_and_the_next_call_reconnects(pi
     assert await pipe.execute("CLIENT", "ID") != first_id
 
 
+@single_server
 async def test_a_reply_that_never_comes_times_out(redis_url, key_prefix):
     slow = RedisPipe(redis_url, timeout_s=0.3)
     try:
@@ -78,7 +85,7 @@ async def test_a_reply_that_never_comes_times_out(redis_url, key_prefix):
         slow.close()
 
 
-@pytest.mark.parametrize("lean", [True, False], ids=["pipe", "redis-py"])
+@pytest.mark.parametrize("lean", [pytest.param(True, marks=single_server), False], ids=["pipe", "redis-py"])
 async def test_hot_state_offers_and_bind_on_either_path(redis_url, key_prefix, lean):
     """The check-in writes and the bind script behave the same through the pipe and through redis-py
     (which serves rediss:// URLs): an offer binds once, only for its client and session, never past the target."""
@@ -87,7 +94,7 @@ async def test_hot_state_offers_and_bind_on_either_path(redis_url, key_prefix, l
     from control_plane.scheduling.state import RoundState
     from propius.specs import ClientProfile
 
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    client = connect(redis_url, decode_responses=True, max_connections=4)
     pipe = RedisPipe(redis_url) if lean else None
     hot = HotState(client, key_prefix, pipe=pipe)
     try:
@@ -117,6 +124,7 @@ async def test_hot_state_offers_and_bind_on_either_path(redis_url, key_prefix, l
         await client.aclose()
 
 
+@single_server
 async def test_a_connection_lost_while_connecting_fails_its_callers_and_leaves_no_stale_reply_slot(redis_url):
     """Redis restarting behind a proxy: the TCP connect succeeds and the connection drops at once. Every
     caller gets a connection error (none waits for a reply that can never come), and once Redis is back

@@ -14,9 +14,9 @@ import time
 import grpc
 import numpy as np
 import pytest
-import redis.asyncio as aioredis
 
 from control_plane.hot_state import token_hash
+from control_plane.redis_client import connect
 from data_plane.tensors import encode
 from propius.keys import global_key
 from propius.proto import propius_pb2 as pb
@@ -144,7 +144,7 @@ async def test_a_large_profile_is_refused_without_a_trace(planes, stub_factory, 
     labels = {f"label{i}": "x" * 64 for i in range(32)}
     request = pb.CheckInRequest(profile=pb.ClientProfile(client_id="fat", labels=labels))
     await refused(stubs.clients.CheckIn(request), grpc.StatusCode.RESOURCE_EXHAUSTED, "profile")
-    redis = aioredis.Redis.from_url(redis_url)
+    redis = connect(redis_url, decode_responses=False, max_connections=4)
     try:
         assert not await redis.hexists(global_key(plane.settings.key_prefix, "clients", "profiles"), "fat")
     finally:
@@ -187,7 +187,7 @@ async def test_a_cancelled_jobs_blobs_expire_with_the_job(planes, stub_factory, 
     await stubs.start_round(job_id, token)
     await stubs.publish(job_id, token, 0, {"w": np.zeros(50_000, np.float32)})  # several chunks
     await stubs.jobs.CancelJob(pb.JobRef(job_id=job_id, job_token=token))
-    redis = aioredis.Redis.from_url(redis_url)
+    redis = connect(redis_url, decode_responses=False, max_connections=4)
     try:
         keys = [key async for key in redis.scan_iter(match=plane.hot.namespace(job_id) + ":*")]
         blobs = [key for key in keys if b":blob:" in key]

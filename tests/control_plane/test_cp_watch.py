@@ -8,6 +8,7 @@ import grpc
 import numpy as np
 
 from propius.proto import propius_pb2 as pb
+from tests.conftest import REDIS_MODE
 
 
 async def read_until(watch, kind: str, timeout_s: float = 5.0) -> list[pb.JobEvent]:
@@ -69,5 +70,7 @@ async def test_watch_job_delivers_every_event_of_a_burst(stubs):
         events += await read_until(watch, "client_bound")
     bound = [event for event in events if event.kind == "client_bound"]
     assert sorted(event.client_id for event in bound) == clients
-    assert [event.at_unix for event in bound] == sorted(event.at_unix for event in bound)
+    if REDIS_MODE != "cluster":  # one server's lean pipe sends the binds in the order they were made; on a
+        # cluster they travel on separate connections and reach Redis in any order (each event still once)
+        assert [event.at_unix for event in bound] == sorted(event.at_unix for event in bound)
     assert bound[-1].round.bound == len(clients)
