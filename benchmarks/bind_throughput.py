@@ -13,14 +13,22 @@ Reports binds/s (first check-in to last accept), p50/p99 latency of check-in and
 milliseconds per bind of the control plane, the load processes and Redis (what a bind costs, whatever
 else the machine is doing), for each run and as medians over ``--repeat`` runs; writes JSON.
 
+Scale-out: ``--shards 1 2 4`` runs each scenario with that many control-plane processes on one Redis
+(``--cluster``: on a local 6-node Redis Cluster, see :mod:`propius.local_cluster`), the load spread
+over them; the medians give each N's efficiency per shard against N=1, and each run says how busy each
+part was (CPU seconds per wall second: a control plane, a load process, the busiest Redis node from its
+``INFO cpu``) so that what saturates first is named.
+
     python benchmarks/bind_throughput.py --clients 1000 10000 --load-procs 2 --concurrency 64 \\
         --transport mux unary --repeat 3
+    python benchmarks/bind_throughput.py --clients 20000 --shards 1 2 --cluster --load-procs 2
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -38,6 +46,8 @@ import psutil
 import redis
 
 from clients.transport_mux import MultiplexedClients
+from control_plane.redis_client import is_cluster_url, node_url
+from propius.local_cluster import local_cluster
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
@@ -73,6 +83,18 @@ async def register_jobs(address: str, n_clients: int, n_jobs: int) -> None:
                                   "requirements": {"public": {"cpu_f": {"min": j}}}})
             reply = await jobs_stub.RegisterJob(pb.RegisterJobRequest(spec_json=spec.to_json()))
             await jobs_stub.StartRound(pb.StartRoundRequest(job_id=reply.job_id, job_token=reply.job_token))
+
+
+async def wait_offers(address: str, n_jobs: int, timeout_s: float = 30) -> None:
+    """Until a probe client (eligible for every job; it accepts nothing) is offered a round there."""
+    profile = pb.ClientProfile(client_id=f"probe-{uuid.uuid4().hex}", device_class="edge",
+                               numeric={"cpu_f": float(n_jobs), "ram": 8.0})
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = pb_grpc.ClientServiceStub(channel)
+        deadline = time.monotonic() + timeout_s
+        while not (await stub.CheckIn(pb.CheckInRequest(profile=profile, wait_s=0.5, max_offers=1))).offers:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{address} offered no round in {timeout_s} s")
 
 
 async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[str], transport: str) -> dict:
@@ -139,13 +161,35 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-def redis_pid(url: str) -> int | None:
-    """The Redis server's pid when it runs on this machine (its CPU counts toward the cost of a bind)."""
+def redis_nodes(url: str) -> list[redis.Redis]:
+    """One client per Redis server: the server's, or every node of a cluster."""
+    if not is_cluster_url(url):
+        return [redis.Redis.from_url(url)]
+    cluster = redis.RedisCluster.from_url(node_url(url))
     try:
-        pid = int(redis.Redis.from_url(url).info("server")["process_id"])
-        return pid if psutil.pid_exists(pid) else None
-    except (redis.RedisError, KeyError, ValueError):
-        return None
+        return [redis.Redis(host=node.host, port=node.port) for node in cluster.get_nodes()]
+    finally:
+        cluster.close()
+
+
+def redis_cpu(url: str) -> dict[str, float]:
+    """CPU seconds each Redis server has used so far (``INFO cpu``: user + system, main thread and others)."""
+    cpu = {}
+    for node in redis_nodes(url):
+        info = node.info("cpu")
+        cpu[f"{node.connection_pool.connection_kwargs.get('port', 0)}"] = info["used_cpu_user"] + info["used_cpu_sys"]
+        node.close()
+    return cpu
+
+
+def delete_prefix(url: str, prefix: str) -> None:
+    for node in redis_nodes(url):  # each node's own keys (a cluster's replicas answer READONLY: skipped)
+        keys = list(node.scan_iter(match=f"{prefix}:*", count=1000))
+        with node.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.delete(key)
+            pipe.execute(raise_on_error=False)
+        node.close()
 
 
 def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_pids: list[int]) -> dict:
@@ -153,6 +197,8 @@ def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_
         for address in addresses:
             await wait_ready(address)
         await register_jobs(addresses[0], n, args.jobs)
+        for address in addresses:  # every shard's offer view knows the open rounds before the load starts
+            await wait_offers(address, args.jobs)
 
     asyncio.run(prepare())
     per = -(-n // args.load_procs)
@@ -163,8 +209,7 @@ def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_
                           "--address", *addresses], stdout=subprocess.PIPE, text=True)
         for i in range(args.load_procs)
     ]
-    rpid = redis_pid(args.redis_url)
-    server_cpu0, redis_cpu0 = cpu_seconds(server_pids), cpu_seconds([rpid] if rpid else [])
+    per_plane0, redis_cpu0 = [cpu_seconds([pid]) for pid in server_pids], redis_cpu(args.redis_url)
     load0 = os.getloadavg()[0]
     started = time.perf_counter()
     parts = [json.loads(worker.communicate()[0]) for worker in workers]
@@ -172,9 +217,17 @@ def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_
     # From the first client's check-in to the last client's accept, across the load processes (their
     # interpreter start-up is not binding work; it is reported apart).
     wall = max(part["ended_unix"] for part in parts) - min(part["started_unix"] for part in parts)
-    server_cpu = cpu_seconds(server_pids) - server_cpu0
-    redis_cpu = cpu_seconds([rpid] if rpid else []) - redis_cpu0
+    per_plane = [cpu_seconds([pid]) - before for pid, before in zip(server_pids, per_plane0, strict=True)]
+    server_cpu = sum(per_plane)
+    per_node = {node: cpu - redis_cpu0.get(node, 0.0) for node, cpu in redis_cpu(args.redis_url).items()}
+    redis_total = sum(per_node.values())
     load_cpu = sum(part["cpu_s"] for part in parts)
+    # Busy: CPU seconds per wall second of the busiest process of each part; a part near 1.0 is saturated
+    # (each is one event loop or, for Redis, one main thread)
+    busy = {"control_plane": round(max(per_plane) / wall, 2),
+            "load_generator": round(max(part["cpu_s"] / part["wall_s"] for part in parts), 2),
+            "redis_node": round(max(per_node.values()) / wall, 2),
+            "machine": round((server_cpu + load_cpu + redis_total) / (wall * (os.cpu_count() or 1)), 2)}
     outcomes: dict[str, int] = {}
     for part in parts:
         for reason, count in part["outcomes"].items():
@@ -194,7 +247,9 @@ def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_
         # CPU milliseconds per bind: what a bind costs, whatever else the machine was doing meanwhile
         "cpu_ms_per_bind": {"control_plane": round(1000 * server_cpu / max(bound, 1), 3),
                             "load_generator": round(1000 * load_cpu / max(bound, 1), 3),
-                            "redis": round(1000 * redis_cpu / max(bound, 1), 3) if rpid else None},
+                            "redis": round(1000 * redis_total / max(bound, 1), 3)},
+        "busy": busy, "saturated_first": max(("control_plane", "load_generator", "redis_node"), key=busy.__getitem__),
+        "redis_nodes": len(per_node),
         "loadavg_1m": {"before": round(load0, 2), "after": round(os.getloadavg()[0], 2)},
     }
 
@@ -204,8 +259,11 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--jobs", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=200)
-    parser.add_argument("--shards", type=int, default=1, help="control-plane processes sharing Redis")
+    parser.add_argument("--shards", type=int, nargs="+", default=[1],
+                        help="control-plane processes sharing Redis; several values: one run each")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--cluster", action="store_true",
+                        help="run on a local 6-node Redis Cluster started for the benchmark (not --redis-url)")
     parser.add_argument("--load-procs", type=int, default=1, help="load-generator processes")
     parser.add_argument("--transport", choices=["mux", "unary"], nargs="+", default=["mux"],
                         help="mux: each load process multiplexes its clients' calls on one stream, like "
@@ -219,23 +277,34 @@ def main() -> None:
         worker_main(args)
         return
 
-    redis.Redis.from_url(args.redis_url).ping()
+    with contextlib.ExitStack() as stack:
+        if args.cluster:
+            args.redis_url = stack.enter_context(local_cluster()).url
+        run_all(args)
+
+
+def run_all(args: argparse.Namespace) -> None:
+    for node in redis_nodes(args.redis_url):
+        node.ping()
     results = []
     for transport in args.transport:
         for n in args.clients:
-            for run in range(args.repeat):
+            for shards, run in ((shards, run) for shards in args.shards for run in range(args.repeat)):
+                args.shards_now = shards
                 result = run_once(n, transport, args)
                 result["run"] = run
                 results.append(result)
-                print(f"N={n} {transport} K={args.jobs} shards={args.shards} load procs={args.load_procs} "
+                print(f"N={n} {transport} K={args.jobs} shards={shards} load procs={args.load_procs} "
                       f"run {run + 1}/{args.repeat}: {result['binds_per_s']:.1f} binds/s, "
                       f"check-in p50 {result['checkin_ms']['p50']} ms p99 {result['checkin_ms']['p99']} ms, "
                       f"accept p50 {result['accept_ms']['p50']} ms p99 {result['accept_ms']['p99']} ms, "
                       f"outcomes {result['outcomes']}; CPU ms/bind {result['cpu_ms_per_bind']}; "
+                      f"busy {result['busy']} (first: {result['saturated_first']}); "
                       f"load avg {result['loadavg_1m']}", flush=True)
     summary = summarize(results)
     for row in summary:
-        print(f"median of {row['runs']} runs, N={row['clients']} {row['transport']}: {row['binds_per_s']} binds/s, "
+        print(f"median of {row['runs']} runs, N={row['clients']} {row['transport']} shards={row['shards']}: "
+              f"{row['binds_per_s']} binds/s (per-shard efficiency vs 1 shard: {row['efficiency_per_shard']}), "
               f"check-in p50 {row['checkin_ms']['p50']} p99 {row['checkin_ms']['p99']} ms, "
               f"accept p50 {row['accept_ms']['p50']} p99 {row['accept_ms']['p99']} ms, "
               f"control-plane CPU {row['control_plane_cpu_ms_per_bind']} ms/bind")
@@ -251,7 +320,7 @@ def run_once(n: int, transport: str, args: argparse.Namespace) -> dict:
     args.transport_now = transport
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     data_dir = Path(tempfile.mkdtemp(prefix="propius-bench-"))
-    ports = [free_port() for _ in range(args.shards)]
+    ports = [free_port() for _ in range(args.shards_now)]
     addresses = [f"127.0.0.1:{port}" for port in ports]
     processes = []
     try:
@@ -263,27 +332,29 @@ def run_once(n: int, transport: str, args: argparse.Namespace) -> dict:
         for process in processes:
             process.terminate()
             process.wait(60)
-        client = redis.Redis.from_url(args.redis_url)
-        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-        for i in range(0, len(keys), 1000):
-            client.delete(*keys[i: i + 1000])
+        delete_prefix(args.redis_url, prefix)
 
 
 def summarize(results: list[dict]) -> list[dict]:
-    """Medians per (transport, N) over the repeated runs."""
-    groups: dict[tuple[str, int], list[dict]] = {}
+    """Medians per (transport, N, shards) over the repeated runs; efficiency per shard against 1 shard."""
+    groups: dict[tuple[str, int, int], list[dict]] = {}
     for result in results:
-        groups.setdefault((result["transport"], result["clients"]), []).append(result)
+        groups.setdefault((result["transport"], result["clients"], result["shards"]), []).append(result)
     median = lambda values: round(float(np.median(values)), 3)  # noqa: E731
+    single = {(t, n): median([r["binds_per_s"] for r in runs]) for (t, n, k), runs in groups.items() if k == 1}
     return [
-        {"transport": transport, "clients": n, "runs": len(runs),
+        {"transport": transport, "clients": n, "shards": shards, "runs": len(runs),
          "binds_per_s": median([r["binds_per_s"] for r in runs]),
+         "efficiency_per_shard": (round(median([r["binds_per_s"] for r in runs]) / (shards * single[transport, n]), 2)
+                                  if (transport, n) in single else None),
+         "busy": {part: median([r["busy"][part] for r in runs]) for part in runs[0]["busy"]},
+         "saturated_first": runs[0]["saturated_first"],
          "checkin_ms": {q: median([r["checkin_ms"][q] for r in runs]) for q in ("p50", "p99")},
          "accept_ms": {q: median([r["accept_ms"][q] for r in runs]) for q in ("p50", "p99")},
          "control_plane_cpu_ms_per_bind": median([r["cpu_ms_per_bind"]["control_plane"] for r in runs]),
          "load_generator_cpu_ms_per_bind": median([r["cpu_ms_per_bind"]["load_generator"] for r in runs]),
          "loadavg_1m": [r["loadavg_1m"]["before"] for r in runs]}
-        for (transport, n), runs in groups.items()
+        for (transport, n, shards), runs in groups.items()
     ]
 
 
