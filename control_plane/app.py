@@ -89,8 +89,8 @@ class ControlPlane:
         self.view = SchedulerView(self.hot, self.jobs, policy, settings)  # fed events by the binder
         self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus, self.metrics)
         self.scheduler = Scheduler(settings, self.view, self.jobs)
-        tick = (self.rounds.check_hot_state, self.view.refresh_states, self.binder.reap_leases,
-                self.rounds.sweep_deadlines, self._flush)
+        tick = (self.rounds.check_hot_state, self.rounds.take_over_orphans, self.view.refresh_states,
+                self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush)
         for task in tick:
             self.scheduler.every_tick(task)
         self.server: grpc.aio.Server | None = None
@@ -155,6 +155,8 @@ class ControlPlane:
             await self.server.stop(grace_s)
         with contextlib.suppress(Exception):
             await self.journal.flush()
+        with contextlib.suppress(Exception):
+            await self.rounds.shards.retire()
         self.journal.close()
         await self.bus.stop()
         if self.pipe is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -42,6 +43,7 @@ from control_plane.journal import Journal
 from control_plane.metrics import Metrics
 from control_plane.scheduling.rounds import plan_round
 from control_plane.scheduling.state import ActiveJob, RoundState
+from control_plane.shards import ShardRegistry
 from control_plane.store import RoundRecord, Store
 from control_plane.tracing import ClientTimings, TraceRecorder
 from data_plane import (
@@ -99,6 +101,8 @@ class RoundManager:
         self.checkpoints = Checkpoints(settings.data_dir / "checkpoints")
         # Present while Redis holds this plane's hot state; gone after Redis restarted empty.
         self._alive_key = global_key(hot.prefix, "alive")
+        self.shards = ShardRegistry(hot.redis, hot.prefix, bus.id, ttl_s=settings.shard_ttl_s,
+                                    keep_s=settings.blob_ttl_s)
 
     # ---------------------------------------------------------------- opening
 
@@ -133,6 +137,7 @@ class RoundManager:
                         metrics_json="{}", model_digest=model_digest),
         )
         updates = await self._round_updates(job, round_, attempt, model_digest)
+        await self.shards.own(job.job_id)  # before the round shows open: no other shard takes it for an orphan
         await self._hot.open_round(state)
         self._aggregators[job.job_id] = updates
         self.trace.round_started(job.job_id, round_, attempt, now)
@@ -162,14 +167,80 @@ class RoundManager:
         the others go on.
         """
         await self._jobs.refresh()
+        await self.shards.heartbeat()
         for job in self._jobs.active():
             if job.job_id in self._aggregators:
                 continue
             try:
-                await self._recover_job(job)
+                state = await self._hot.round(job.job_id)
+                if state is not None and state.state == "open":
+                    previous = await self.shards.orphan_owner(job.job_id)
+                    if previous is None or not await self.shards.claim(job.job_id, previous):
+                        continue  # a live shard serves it
+                    await self._take_over(job, state)
+                else:
+                    await self._recover_job(job)
             except Exception:  # noqa: BLE001 - one bad job must not stop the plane from starting
                 log.exception("cannot recover the round of job %s; it stays as it is", job.job_id)
         await self._raw_redis.set(self._alive_key, "1")
+
+    async def take_over_orphans(self, _now: float) -> None:
+        """Scheduler tick: renew this shard's liveness, and take over the open rounds of dead shards."""
+        await self.shards.heartbeat()
+        for job in self._jobs.active():
+            if job.job_id in self._aggregators:
+                continue
+            try:
+                state = await self._hot.round(job.job_id)
+                if state is None or state.state != "open":
+                    continue
+                previous = await self.shards.orphan_owner(job.job_id)
+                if previous is None or not await self.shards.claim(job.job_id, previous):
+                    continue
+                log.warning("job %s: shard %s is gone; taking over round %d.%d", job.job_id, previous or "?",
+                            state.round, state.attempt)
+                if adopted := self._journal.adopt_orphans():  # its journal, where shards share a data_dir
+                    log.info("journal: writing %d records the dead shard left on disk", adopted)
+                await self._take_over(job, state)
+            except Exception as error:  # noqa: BLE001 - the next tick retries; other jobs go on
+                if not is_outage(error):
+                    raise
+                log.warning("job %s: take-over deferred (%s)", job.job_id, error)
+
+    async def _take_over(self, job: ActiveJob, state: RoundState) -> None:
+        """Serve an open round whose shard died: fold its kept updates again and continue the attempt
+        (``durable_updates``), else fail the attempt and re-open the round as a new one."""
+        if self._settings.durable_updates and state.model_digest:
+            namespace = self._hot.namespace(job.job_id)
+            updates = await self._round_updates(job, state.round, state.attempt, state.model_digest)
+            try:
+                for client_id, text in (await updates.kept()).items():
+                    kept = json.loads(text)
+                    payload = await self.blobs.get(namespace, kept["digest"])
+                    await updates.restore(client_id, payload, kept["weight"], kept["metrics"])
+            except KeyError as error:  # a kept update expired or was lost: the attempt cannot continue
+                log.warning("job %s: cannot continue round %d.%d (%s); re-running it", job.job_id, state.round,
+                            state.attempt, error)
+            else:
+                self._aggregators[job.job_id] = updates
+                log.info("job %s: continuing round %d.%d with %d kept updates", job.job_id, state.round,
+                         state.attempt, updates.results)
+                return
+        await self._recover_job(job)
+
+    async def _store_update(self, job_id: str, payload: bytes, weight: float, metrics: dict[str, float]) -> str:
+        """Keep a validated update in Redis (``durable_updates``); the record its claim carries."""
+        ref = await self.blobs.put(self._hot.namespace(job_id), payload)
+        return json.dumps({"digest": ref.digest, "weight": weight, "metrics": metrics})
+
+    async def _drop_kept(self, job_id: str, updates: RoundUpdates, record: RoundRecord) -> None:
+        """An ended attempt's kept updates are no longer needed (a blob that is also the model or the
+        aggregate, the same content, stays)."""
+        namespace = self._hot.namespace(job_id)
+        for text in (await updates.kept()).values():
+            digest = json.loads(text)["digest"]
+            if digest not in (record.model_digest, record.aggregate_digest):
+                await self.blobs.delete(namespace, digest)
 
     async def _recover_job(self, job: ActiveJob) -> None:
         record = await asyncio.to_thread(self._store.latest_round, job.job_id)
@@ -268,13 +339,19 @@ class RoundManager:
         if not state.model_digest:
             raise Conflict(f"the model of round {round_} is not published yet")
         aggregator = self._aggregators.get(job_id)
-        if aggregator is None:
-            raise Conflict(f"round {round_} of job {job_id!r} is being re-opened; check in again")
+        if aggregator is None or not await self.shards.owns(job_id):
+            if aggregator is not None:  # taken over by another shard while this one was presumed dead
+                self._aggregators.pop(job_id, None)
+            raise Unavailable(f"round {round_} of job {job_id!r} is served by another shard or being taken over; "
+                              "retry")
         if not await self._hot.is_member(job_id, round_, attempt, client_id):
             raise PermissionDenied(f"client {client_id!r} is not bound to round {round_} (lease lost or never bound)")
         received_at = time.time()
         try:
-            result = await aggregator.add(client_id, payload, weight, metrics)
+            store = None
+            if self._settings.durable_updates:
+                store = functools.partial(self._store_update, job_id, payload, weight, metrics)
+            result = await aggregator.add(client_id, payload, weight, metrics, store=store)
         except PayloadError as error:
             self._metrics.updates.labels("rejected").inc()
             raise InvalidArgument(error.field, str(error)) from None
@@ -362,6 +439,8 @@ class RoundManager:
                                             record.aggregate_digest):
             return await self._current(job_id)
         aggregator = self._aggregators.pop(job_id, None)
+        if aggregator is not None and self._settings.durable_updates:
+            await self._drop_kept(job_id, aggregator, record)
         if record.state == "closed":
             # The aggregator's Redis keys stay until their TTL: late retries see them.
             self._jobs.advanced(job_id, record.round + 1)

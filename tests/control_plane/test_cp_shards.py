@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
 from propius.proto import propius_pb2 as pb
 from tests.control_plane.conftest import Stubs
@@ -39,6 +40,45 @@ async def test_a_round_opened_on_one_shard_is_offered_and_bound_on_the_other(pla
         assert sum(bound) == 4  # the target, never more, whichever shard took the Accept
         state = await first.hot.round(job_id)
         assert state.bound == 4 and len(await first.hot.members(job_id, 0, 0)) == 4
+    finally:
+        await a.close()
+        await b.close()
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["durable-updates", "re-run"])
+async def test_a_dead_shards_round_is_taken_over_by_a_live_one(planes, wait_for, durable):
+    """Shard A opens a round, accepts one update and dies (no goodbye: its liveness lapses). Shard B takes
+    the round over: with durable updates it folds A's accepted update again and the attempt closes with
+    both updates; without, the attempt fails and the round runs again as attempt 1."""
+    options = {"shard_ttl_s": 0.5, "durable_updates": durable, "lease_s": 30.0}
+    first, second = await planes.start(**options), await planes.start(**options)
+    a, b = Stubs(first.address), Stubs(second.address)
+    try:
+        job_id, token = await a.register(name="orphan", demand=2, over_selection=1.0)
+        await a.start_round(job_id, token)
+        await a.publish(job_id, token, 0, {"w": np.zeros(2, np.float32)})
+        checkin, accept = await a.bind("early")
+        assert (await a.upload("early", checkin.session_token, accept, {"w": np.full(2, 2, np.float32)}, 1.0)).accepted
+        checkin_late, accept_late = await a.bind("late")
+
+        first.scheduler.stop()  # A dies: no more ticks (its liveness lapses), no more calls
+        await first.server.stop(0)
+
+        async def taken_over() -> bool:
+            return job_id in second.rounds._aggregators
+
+        await wait_for(taken_over, timeout_s=10.0, what="shard B to take the round over")
+        if durable:
+            reply = await b.upload("late", checkin_late.session_token, accept_late, {"w": np.full(2, 4, np.float32)},
+                                   1.0)
+            assert reply.accepted
+            info, aggregate = await b.aggregate(job_id, token, 0)
+            assert (info.attempt, info.results) == (0, 2)
+            np.testing.assert_allclose(aggregate["w"], np.full(2, 3, np.float32))  # A's update counted once
+        else:
+            state = await second.hot.round(job_id)
+            assert (state.round, state.attempt, state.state) == (0, 1, "open")  # re-run with the same model
+            assert [r.state for r in second.store.rounds(job_id)] == ["failed", "open"]
     finally:
         await a.close()
         await b.close()

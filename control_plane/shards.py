@@ -1,0 +1,68 @@
+"""Which control-plane shard serves each job's open round, and which shards are alive.
+
+A round's aggregate lives in the memory of the shard that opened it (:mod:`control_plane.rounds`), so
+when that shard dies another must take the round over. Each shard renews a liveness key every tick, and
+a job's ``owner`` key names the shard that serves its round. A shard that has not renewed its key for
+``ttl_s`` (killed, hung, cut off) is dead: a live shard claims each of its rounds with one
+compare-and-set on the job's owner key (a single key, so one slot of a Redis Cluster), and exactly one
+shard wins each round.
+"""
+
+from __future__ import annotations
+
+from control_plane.redis_client import AnyRedis
+from propius.keys import global_key, job_key
+
+__all__ = ["ShardRegistry"]
+
+# KEYS: the job's owner key. ARGV: the owner seen (empty: none), the claimant, keep_ms.
+_CLAIM = """
+local current = redis.call('GET', KEYS[1]) or ''
+if current ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+
+
+class ShardRegistry:
+    def __init__(self, redis: AnyRedis, prefix: str, shard_id: str, *, ttl_s: float, keep_s: float) -> None:
+        self._redis = redis
+        self._prefix = prefix
+        self.shard_id = shard_id
+        self._ttl_ms = max(1, int(ttl_s * 1000))
+        self._keep_ms = max(1, int(keep_s * 1000))
+        self._claim = redis.register_script(_CLAIM)
+
+    def _alive_key(self, shard_id: str) -> str:
+        return global_key(self._prefix, "shard", shard_id)
+
+    def _owner_key(self, job_id: str) -> str:
+        return job_key(self._prefix, job_id, "owner")
+
+    async def heartbeat(self) -> None:
+        """This shard is alive for ``ttl_s`` more."""
+        await self._redis.set(self._alive_key(self.shard_id), "1", px=self._ttl_ms)
+
+    async def retire(self) -> None:
+        """This shard stops (gracefully): its rounds are free to take over at once."""
+        await self._redis.delete(self._alive_key(self.shard_id))
+
+    async def own(self, job_id: str) -> None:
+        """This shard serves the job's round from now on (it opened it)."""
+        await self._redis.set(self._owner_key(job_id), self.shard_id, px=self._keep_ms)
+
+    async def owns(self, job_id: str) -> bool:
+        return await self._redis.get(self._owner_key(job_id)) == self.shard_id
+
+    async def orphan_owner(self, job_id: str) -> str | None:
+        """The dead shard (or "" for none) whose round of this job is left without a server; None when the
+        round has a live owner, this one included."""
+        owner = await self._redis.get(self._owner_key(job_id)) or ""
+        if owner == self.shard_id or (owner and await self._redis.exists(self._alive_key(owner))):
+            return None
+        return owner
+
+    async def claim(self, job_id: str, previous: str) -> bool:
+        """Take the job's round over from ``previous`` (as :meth:`orphan_owner` named it); False when
+        another shard took it first."""
+        return bool(await self._claim(keys=[self._owner_key(job_id)], args=[previous, self.shard_id, self._keep_ms]))
