@@ -22,6 +22,7 @@ from control_plane.events import Event
 from control_plane.redis_client import AnyRedis
 from control_plane.redis_pipe import RedisPipe
 from control_plane.scheduling.state import ROUND_FIELDS, RoundState
+from data_plane.claims import accepted_key
 from propius.keys import client_key, global_key, job_key
 from propius.specs import ClientProfile
 
@@ -86,12 +87,25 @@ if #reply > 1 and r[3] == 'open' then reply[1] = redis.call('HINCRBY', KEYS[1], 
 return reply
 """
 
-# KEYS: round hash, leases. ARGV: round, attempt, client, new_deadline
+# KEYS: round hash, leases. ARGV: round, attempt, client, new_deadline. A pinned lease (+inf) stays pinned.
 _HEARTBEAT = """
 local r = redis.call('HMGET', KEYS[1], 'round', 'attempt', 'state')
 if r[1] ~= ARGV[1] or r[2] ~= ARGV[2] or r[3] ~= 'open' then return 0 end
+local score = redis.call('ZSCORE', KEYS[2], ARGV[3])
+if not score then return 0 end
+if score ~= 'inf' then redis.call('ZADD', KEYS[2], 'XX', ARGV[4], ARGV[3]) end
+return 1
+"""
+
+# An update is being kept: its lease can no longer expire (score +inf), so the reaper cannot free the slot
+# of a client whose update counts. KEYS: round hash, leases, accepted set. ARGV: round, attempt, client.
+# Returns 1 pinned, 2 already accepted (a retry: the claim answers duplicate), 0 no lease (lost or never).
+_PIN = """
+local r = redis.call('HMGET', KEYS[1], 'round', 'attempt', 'state')
+if r[1] ~= ARGV[1] or r[2] ~= ARGV[2] or r[3] ~= 'open' then return 0 end
+if redis.call('SISMEMBER', KEYS[3], ARGV[3]) == 1 then return 2 end
 if not redis.call('ZSCORE', KEYS[2], ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[2], 'XX', ARGV[4], ARGV[3])
+redis.call('ZADD', KEYS[2], 'XX', 'inf', ARGV[3])
 return 1
 """
 
@@ -128,6 +142,7 @@ class HotState:
         self._heartbeat = redis.register_script(_HEARTBEAT)
         self._delivered = redis.register_script(_DELIVERED)
         self._finish = redis.register_script(_FINISH)
+        self._pin = redis.register_script(_PIN)
 
     # ---------------------------------------------------------------- keys
 
@@ -286,6 +301,13 @@ class HotState:
 
     async def expired_leases(self, job_id: str, round_: int, attempt: int, now: float) -> list[str]:
         return list(await self.redis.zrangebyscore(self._leases_key(job_id, round_, attempt), "-inf", now))
+
+    async def pin_lease(self, job_id: str, round_: int, attempt: int, client_id: str) -> bool:
+        """Keep the client's lease from expiring while its update is kept; False when it holds none (and its
+        update was not accepted before)."""
+        keys = [self._round_key(job_id), self._leases_key(job_id, round_, attempt),
+                accepted_key(self.namespace(job_id), round_, attempt)]
+        return bool(await self._pin(keys=keys, args=[round_, attempt, client_id]))
 
     async def mark_delivered(self, job_id: str, round_: int, attempt: int, client_id: str) -> int:
         """Count a delivered result; returns the round's result count, or -1 if the round moved on."""

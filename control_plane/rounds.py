@@ -228,8 +228,15 @@ class RoundManager:
                 return
         await self._recover_job(job)
 
-    async def _store_update(self, job_id: str, payload: bytes, weight: float, metrics: dict[str, float]) -> str:
-        """Keep a validated update in Redis (``durable_updates``); the record its claim carries."""
+    async def _admit(self, job_id: str, client_id: str, round_: int, attempt: int, payload: bytes, weight: float,
+                     metrics: dict[str, float]) -> str:
+        """Just before a validated update is claimed: pin the client's lease, so the reaper cannot free the
+        slot of a client whose update counts, and with ``durable_updates`` keep the update in Redis; returns
+        the record the claim carries (empty: not kept)."""
+        if not await self._hot.pin_lease(job_id, round_, attempt, client_id):
+            raise PermissionDenied(f"client {client_id!r} lost its lease on round {round_}")
+        if not self._settings.durable_updates:
+            return ""
         ref = await self.blobs.put(self._hot.namespace(job_id), payload)
         return json.dumps({"digest": ref.digest, "weight": weight, "metrics": metrics})
 
@@ -348,10 +355,8 @@ class RoundManager:
             raise PermissionDenied(f"client {client_id!r} is not bound to round {round_} (lease lost or never bound)")
         received_at = time.time()
         try:
-            store = None
-            if self._settings.durable_updates:
-                store = functools.partial(self._store_update, job_id, payload, weight, metrics)
-            result = await aggregator.add(client_id, payload, weight, metrics, store=store)
+            admit = functools.partial(self._admit, job_id, client_id, round_, attempt, payload, weight, metrics)
+            result = await aggregator.add(client_id, payload, weight, metrics, store=admit)
         except PayloadError as error:
             self._metrics.updates.labels("rejected").inc()
             raise InvalidArgument(error.field, str(error)) from None

@@ -441,7 +441,9 @@ class Store:
             session.execute(insert(_Binding), [_insert_values(row) for row in rows])
 
     def finish_bindings(self, updates: Sequence[BindingOutcome]) -> None:
-        """Set how each binding ended, all in one transaction and one executemany."""
+        """Set how each binding ended, all in one transaction and one executemany. A binding ends once: an
+        outcome never replaces another (a lease that Redis lost track of, reaped after its update was
+        accepted, must not turn ``completed`` into ``dropped``)."""
         if not updates:
             return
         statement = (
@@ -451,6 +453,7 @@ class Store:
                 _Binding.round == bindparam("k_round"),
                 _Binding.attempt == bindparam("k_attempt"),
                 _Binding.client_id == bindparam("k_client_id"),
+                _Binding.outcome == "bound",
             )
             .values(
                 outcome=bindparam("k_outcome"),
