@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -38,6 +39,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -68,6 +70,8 @@ FAULTS = ("shard_kill", "primary_kill")
 class ScaleOutReport:
     chaos: ChaosReport
     failover_s: float | None = None  # the killed primary: until the cluster served every slot again
+    takeover_s: float | None = None  # the killed shard: until the other served its first orphaned round
+    kept_updates_refolded: int = 0  # accepted updates of the dead shard's rounds that the other folded again
     updates_accepted: int = 0
     updates_lost: int = 0
     updates_not_in_aggregate: int = 0
@@ -148,6 +152,17 @@ class ShardedCluster(Cluster):
         self.pg_admin.dispose()
 
 
+async def _with_results(address: str, timeout_s: float) -> bool:
+    """Wait until an open round has accepted an update (and still waits for more); False: none in time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        state = await _poll(address)
+        if state is not None and state[1] > 0:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
 async def inject(cluster: ShardedCluster, fault: str, job_ids: list[str], report: ScaleOutReport) -> None:
     if fault == "shard_kill":  # shard 0: the jobs driven through it first (every other one) opened their rounds there
         cluster.kill_shard(0)
@@ -179,6 +194,8 @@ async def run(config: ChaosConfig, work: Path, shard_ttl_s: float, node_timeout_
             drivers = [asyncio.create_task(drive(spec, cluster.target(index % 2), run))
                        for index, (spec, run) in enumerate(zip(specs, runs, strict=True))]
             for fault in config.faults:
+                if fault == "shard_kill":  # best: a round holding an accepted update, which must survive
+                    await _with_results(cluster.address, 20.0)
                 await _mid_round(cluster.address, config.recovery_timeout_s)
                 before = await _poll(cluster.address)
                 injected = time.time()
@@ -195,11 +212,26 @@ async def run(config: ChaosConfig, work: Path, shard_ttl_s: float, node_timeout_
             report.chaos.driver_errors = [f"{r.name}: {r.error}" for r in runs if r.error]
             await asyncio.sleep(3 * config.lease_s + 1)  # the shards' write-behind journals flush meanwhile
             _audit(cluster, specs, runs, report.chaos)
+            _takeover(cluster, report)
             _audit_bindings(cluster, report)
         finally:
             cluster.close()
     report.chaos.wall_s = time.time() - started
     return report
+
+
+_CONTINUED = re.compile(r"^(\S+ \S+) INFO control_plane.rounds: job \S+: continuing round \S+ with (\d+) kept")
+
+
+def _takeover(cluster: ShardedCluster, report: ScaleOutReport) -> None:
+    """From the surviving shard's log: when it took the dead shard's rounds over, and with how many updates."""
+    kill = next((f.injected_at for f in report.chaos.faults if f.fault == "shard_kill"), None)
+    continued = [(datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp(), int(m[2]))
+                 for line in (cluster.work / "shard-1.log").read_text(errors="replace").splitlines()
+                 if (m := _CONTINUED.match(line))]
+    if kill is not None and continued:
+        report.takeover_s = min(at for at, _ in continued) - kill
+        report.kept_updates_refolded = sum(count for _, count in continued)
 
 
 def _audit_bindings(cluster: ShardedCluster, report: ScaleOutReport) -> None:
@@ -243,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--demand", type=int, default=3, help="clients per round (3 jobs x 3 > 8 devices: "
+                        "rounds fill one client at a time, so a round holds accepted updates while it waits)")
     parser.add_argument("--daemons", type=int, default=4)
     parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--train-s", type=float, default=2.0)
@@ -253,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, help="keep the processes' logs here (default: a temporary dir)")
     args = parser.parse_args(argv)
     random.seed(args.seed)
-    config = ChaosConfig(seed=args.seed, faults=FAULTS, jobs=args.jobs, rounds=args.rounds, demand=2,
+    config = ChaosConfig(seed=args.seed, faults=FAULTS, jobs=args.jobs, rounds=args.rounds, demand=args.demand,
                          daemons=args.daemons, devices=args.devices, train_s=args.train_s, pg_url=args.pg_url,
                          run_timeout_s=240.0)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -266,7 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         recovery = "never" if fault.recovery_s is None else f"{fault.recovery_s:.1f} s"
         print(f"{fault.fault}: recovered in {recovery}; rounds lost {fault.rounds_lost}, run twice "
               f"{fault.rounds_run_twice}, accepted updates lost {fault.accepted_updates_lost}")
-    print(f"redis primary failover (every slot served again): {report.failover_s and round(report.failover_s, 1)} s")
+    print(f"shard take-over (kill to the first orphaned round served): "
+          f"{report.takeover_s and round(report.takeover_s, 1)} s, {report.kept_updates_refolded} kept updates folded "
+          f"again; redis primary failover (every slot served again): "
+          f"{report.failover_s and round(report.failover_s, 1)} s")
     print(f"accepted updates: {report.updates_accepted}, lost {report.updates_lost}, not in their round's aggregate "
           f"{report.updates_not_in_aggregate}; double binds {report.double_binds} {report.double_bind_details}; "
           f"binding rows written twice by the journal: {report.journal_duplicate_rows}")
