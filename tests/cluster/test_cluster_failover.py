@@ -95,3 +95,28 @@ async def test_a_primary_killed_mid_round_loses_no_accepted_update(own_cluster, 
             assert primary not in own_cluster.primaries()  # a replica serves the slot now
         finally:
             await stubs.close()
+
+
+async def test_events_reach_every_shard_after_the_primary_of_their_channel_dies(own_cluster, tmp_path, wait_for):
+    """Pub/sub rides on one node's connection: when that node dies, every shard subscribes again (to the
+    node now serving the channel) and events flow between shards again."""
+    from control_plane.events import Event
+
+    settings = make_settings(own_cluster.url, f"t{uuid.uuid4().hex[:12]}", f"sqlite:///{tmp_path / 'p.db'}",
+                             tmp_path)
+    async with ControlPlane(settings) as first, ControlPlane(settings.model_copy(update={"port": 0})) as second:
+        own_cluster.kill(_primary_of(own_cluster, first.hot.events_channel))
+        await asyncio.to_thread(own_cluster.wait_healthy)
+        with second.bus.subscribe("probe-job") as received:
+            async def delivered() -> bool:
+                try:
+                    await first.bus.publish(Event("probe", "probe-job"))
+                except redis.RedisError:
+                    return False  # the publishing connection meets the failover: publish again
+                try:
+                    await asyncio.wait_for(received.get(), 0.5)
+                except TimeoutError:
+                    return False
+                return True
+
+            await wait_for(delivered, timeout_s=30.0, what="an event from shard A to reach shard B")
