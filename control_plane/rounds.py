@@ -168,13 +168,14 @@ class RoundManager:
         """
         await self._jobs.refresh()
         await self.shards.heartbeat()
-        for job in self._jobs.active():
-            if job.job_id in self._aggregators:
-                continue
+        jobs = [job for job in self._jobs.active() if job.job_id not in self._aggregators]
+        states = await self._hot.rounds([job.job_id for job in jobs])
+        orphans = await self.shards.orphans([job_id for job_id, state in states.items() if state.state == "open"])
+        for job in jobs:
             try:
-                state = await self._hot.round(job.job_id)
+                state = states.get(job.job_id)
                 if state is not None and state.state == "open":
-                    previous = await self.shards.orphan_owner(job.job_id)
+                    previous = orphans.get(job.job_id)
                     if previous is None or not await self.shards.claim(job.job_id, previous):
                         continue  # a live shard serves it
                     await self._take_over(job, state)
@@ -187,15 +188,13 @@ class RoundManager:
     async def take_over_orphans(self, _now: float) -> None:
         """Scheduler tick: renew this shard's liveness, and take over the open rounds of dead shards."""
         await self.shards.heartbeat()
-        for job in self._jobs.active():
-            if job.job_id in self._aggregators:
-                continue
+        jobs = {job.job_id: job for job in self._jobs.active() if job.job_id not in self._aggregators}
+        states = {job_id: state for job_id, state in (await self._hot.rounds(list(jobs))).items()
+                  if state.state == "open"}
+        for job_id, previous in (await self.shards.orphans(list(states))).items():
+            job, state = jobs[job_id], states[job_id]
             try:
-                state = await self._hot.round(job.job_id)
-                if state is None or state.state != "open":
-                    continue
-                previous = await self.shards.orphan_owner(job.job_id)
-                if previous is None or not await self.shards.claim(job.job_id, previous):
+                if job_id in self._aggregators or not await self.shards.claim(job_id, previous):
                     continue
                 log.warning("job %s: shard %s is gone; taking over round %d.%d", job.job_id, previous or "?",
                             state.round, state.attempt)

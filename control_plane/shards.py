@@ -54,15 +54,22 @@ class ShardRegistry:
     async def owns(self, job_id: str) -> bool:
         return await self._redis.get(self._owner_key(job_id)) == self.shard_id
 
-    async def orphan_owner(self, job_id: str) -> str | None:
-        """The dead shard (or "" for none) whose round of this job is left without a server; None when the
-        round has a live owner, this one included."""
-        owner = await self._redis.get(self._owner_key(job_id)) or ""
-        if owner == self.shard_id or (owner and await self._redis.exists(self._alive_key(owner))):
-            return None
-        return owner
+    async def orphans(self, job_ids: list[str]) -> dict[str, str]:
+        """Of these jobs, those whose owner is dead (or unknown: ""), by that owner; two round trips."""
+        if not job_ids:
+            return {}
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.get(self._owner_key(job_id))
+            owners = dict(zip(job_ids, [owner or "" for owner in await pipe.execute()], strict=True))
+        others = sorted({owner for owner in owners.values() if owner and owner != self.shard_id})
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for owner in others:
+                pipe.exists(self._alive_key(owner))
+            alive = {owner for owner, live in zip(others, await pipe.execute(), strict=True) if live}
+        return {job_id: owner for job_id, owner in owners.items() if owner != self.shard_id and owner not in alive}
 
     async def claim(self, job_id: str, previous: str) -> bool:
-        """Take the job's round over from ``previous`` (as :meth:`orphan_owner` named it); False when
-        another shard took it first."""
+        """Take the job's round over from ``previous`` (as :meth:`orphans` named it); False when another
+        shard took it first."""
         return bool(await self._claim(keys=[self._owner_key(job_id)], args=[previous, self.shard_id, self._keep_ms]))
