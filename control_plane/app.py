@@ -13,9 +13,11 @@ import gc
 import logging
 
 import grpc
+from redis.asyncio import RedisCluster
 
 from control_plane.binding import Binder
 from control_plane.client_service import ClientService
+from control_plane.cluster_pipe import ClusterPipe, cluster_pipe_supported
 from control_plane.data_service import DataService
 from control_plane.events import EventBus
 from control_plane.hot_state import HotState
@@ -75,8 +77,13 @@ class ControlPlane:
         self.raw_redis = connect(settings.redis_url, decode_responses=False,
                                  max_connections=settings.redis_connections)
         self.store = Store(settings.resolved_database_url())
-        # A lean connection for check-ins and binds (redis-py does those for TLS and cluster URLs)
-        self.pipe = RedisPipe(settings.redis_url) if pipe_supported(settings.redis_url) else None
+        # A lean connection for check-ins and binds (one per node on a cluster; redis-py does them for TLS URLs)
+        self.pipe: RedisPipe | ClusterPipe | None = None
+        if pipe_supported(settings.redis_url):
+            self.pipe = RedisPipe(settings.redis_url)
+        elif cluster_pipe_supported(settings.redis_url):
+            assert isinstance(self.redis, RedisCluster)
+            self.pipe = ClusterPipe(self.redis)
         self.hot = HotState(self.redis, settings.key_prefix, keep_s=settings.blob_ttl_s, pipe=self.pipe)
         self.bus = EventBus(self.redis, self.hot.events_channel)
         self.jobs = JobRegistry(self.store, max_live_per_owner=settings.max_jobs_per_owner,

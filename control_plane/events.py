@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import time
 import uuid
 from collections import defaultdict
@@ -17,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
+
+from control_plane.redis_client import AnyRedis
 
 __all__ = ["Event", "EventBus"]
 
@@ -48,13 +52,15 @@ class Event:
 
 
 class EventBus:
-    def __init__(self, redis: aioredis.Redis, channel: str) -> None:
+    def __init__(self, redis: AnyRedis, channel: str) -> None:
         self._redis = redis
         self._channel = channel
         self._queues: dict[str, set[asyncio.Queue[Event]]] = defaultdict(set)
         self._listeners: list[Callable[[Event], None]] = []
         self._task: asyncio.Task[None] | None = None
         self.id = uuid.uuid4().hex
+        self._first_node = random.randrange(1 << 16)
+        self.node = ""  # on a Redis Cluster: the node (host:port) this bus subscribes on
         self._ready = asyncio.Event()
 
     def add_listener(self, listener: Callable[[Event], None]) -> None:
@@ -87,10 +93,21 @@ class EventBus:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    def _pubsub(self, attempt: int) -> PubSub:
+        """On a Redis Cluster, PUBLISH reaches subscribers on every node: subscribe to one node, starting at a
+        random one (spreading the shards) and moving to the next on each failure (a dead node)."""
+        if isinstance(self._redis, aioredis.RedisCluster):
+            nodes = sorted(self._redis.get_nodes(), key=lambda node: node.name)
+            node = nodes[(self._first_node + attempt) % len(nodes)]
+            self.node = node.name
+            return self._redis.pubsub(node=node, ignore_subscribe_messages=True)
+        return self._redis.pubsub(ignore_subscribe_messages=True)
+
     async def _run(self) -> None:
+        attempt = 0
         while True:
             try:
-                async with self._redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                async with self._pubsub(attempt) as pubsub:
                     await pubsub.subscribe(self._channel)
                     self._ready.set()
                     async for message in pubsub.listen():
@@ -101,6 +118,7 @@ class EventBus:
                 raise
             except Exception:  # noqa: BLE001 - a Redis blip must not end event delivery
                 log.warning("event subscription lost; resubscribing", exc_info=True)
+                attempt += 1
                 await asyncio.sleep(0.5)
 
     def _dispatch(self, event: Event) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from control_plane.cluster_pipe import ClusterPipe
 from control_plane.events import Event
 from control_plane.redis_client import AnyRedis
 from control_plane.redis_pipe import RedisPipe
@@ -130,7 +131,7 @@ class HotState:
     """Typed access to the Redis keys of the control plane (see :mod:`propius.keys`)."""
 
     def __init__(self, redis: AnyRedis, prefix: str, keep_s: float = 86400.0,
-                 pipe: RedisPipe | None = None) -> None:
+                 pipe: RedisPipe | ClusterPipe | None = None) -> None:
         self.redis = redis
         # The binding hot path (check-in writes, bind) goes through the lean pipe when there is one.
         self._pipe = pipe

@@ -5,6 +5,7 @@ Redis Cluster by any one of its nodes; the client learns the others from it and 
 control plane runs unchanged on either: every key carries a hash tag (:mod:`propius.keys`), and every Lua
 script and transaction touches the keys of one job (or one key), so each runs within one slot. Pub/sub
 (:mod:`control_plane.events`) uses plain PUBLISH, which a cluster delivers to subscribers on every node.
+Check-ins and binds go through the lean pipe, one per node (:mod:`control_plane.cluster_pipe`).
 """
 
 from __future__ import annotations

@@ -68,8 +68,8 @@ class _Protocol(asyncio.Protocol):
 
 
 def pipe_supported(url: str) -> bool:
-    """Plain TCP and unix sockets to one server; TLS URLs (with their certificate options) and Redis Cluster
-    URLs (whose commands go to the node of their slot) stay on redis-py."""
+    """Plain TCP and unix sockets to one server; TLS URLs (with their certificate options) stay on redis-py,
+    and Redis Cluster URLs get one pipe per node (:mod:`control_plane.cluster_pipe`)."""
     return url.startswith(("redis://", "unix://"))
 
 
