@@ -264,9 +264,9 @@ def _audit_bindings(cluster: ShardedCluster, report: ScaleOutReport) -> None:
     report.updates_lost = sum(f.accepted_updates_lost for f in report.chaos.faults)
     report.updates_not_in_aggregate = len(uploads - in_closed)
     report.missing_details = [  # what SQL holds of each accepted update that is not in a closed attempt
-        f"{client} job {job_id} round {round_}: " + ", ".join(
+        f"{client} job {job_id} round {round_}: " + (", ".join(
             f"attempt {r.attempt} {r.outcome} (attempt {attempts[(r.job_id, r.round, r.attempt)].state})"
-            for r in rows if (r.client_id, r.job_id, r.round) == (client, job_id, round_)) or "no binding row"
+            for r in rows if (r.client_id, r.job_id, r.round) == (client, job_id, round_)) or "no binding row")
         for client, job_id, round_ in sorted(uploads - in_closed)]
 
 

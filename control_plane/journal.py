@@ -4,9 +4,10 @@ Binding is on the hot path (thousands per second); SQL writes are batched off th
 the scheduler loop (and on shutdown), one transaction per batch.
 
 With a ``spill_dir`` every record is also appended to a local write-ahead file before it is queued, and
-an accepted update's record is flushed to the operating system before the upload is acknowledged, so a
-killed control plane loses none of them: the next control plane on that ``data_dir`` adopts the files of
-a dead one and writes them to SQL. A batch the database cannot take (an outage) stays queued and its
+a binding's and an accepted update's records are flushed to the operating system before the Accept or
+the upload is acknowledged, so a killed control plane loses none of them: the next control plane on
+that ``data_dir`` (or a shard taking over its rounds) adopts the files of a dead one and writes them to
+SQL. A batch the database cannot take (an outage) stays queued and its
 file stays on disk until a later flush succeeds; a batch the database refuses outright is moved aside
 to ``rejected-*.jsonl`` for an operator, never silently dropped. Delivery is at least once: a crash
 between a commit and the removal of its file writes that batch again.
@@ -179,9 +180,10 @@ class Journal:
         self._queue.add(kind, record)
 
     def bound(self, job_id: str, round_: int, attempt: int, client_id: str) -> None:
+        """A binding; on disk when this returns (the row an accepted update's outcome will be written to)."""
         self._add("binding", BindingRecord(job_id=job_id, round=round_, attempt=attempt, client_id=client_id,
                                            bound_at=time.time(), outcome="bound", finished_at=None,
-                                           num_samples=None))
+                                           num_samples=None), sync=True)
 
     def finished(self, job_id: str, round_: int, attempt: int, client_id: str, outcome: str,
                  num_samples: float | None = None) -> None:
