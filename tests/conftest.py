@@ -72,7 +72,7 @@ def pg_database_url() -> Iterator[str]:
 def settings(redis_url, key_prefix, sqlite_url, tmp_path) -> Settings:
     """A live control plane's settings: this test's Redis prefix and SQLite file, short leases and waits."""
     return Settings(redis_url=redis_url, key_prefix=key_prefix, database_url=sqlite_url, data_dir=tmp_path, port=0,
-                    lease_s=2.0, scheduler_period_s=0.2, max_wait_s=5.0)
+                    lease_s=2.0, scheduler_period_s=0.2, max_wait_s=5.0, auth="open")
 
 
 @pytest.fixture
