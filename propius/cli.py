@@ -274,7 +274,14 @@ def _supply(channel: grpc.Channel, spec: JobSpec, job_id: str = "") -> tuple[Eli
 
 
 def _check_feasible(channel: grpc.Channel, spec: JobSpec, strict: bool) -> None:
-    supply, _, window_s = _supply(channel, spec)
+    try:
+        supply, _, window_s = _supply(channel, spec)
+    except grpc.RpcError as error:
+        if error.code() != grpc.StatusCode.PERMISSION_DENIED or strict:
+            raise
+        errors.print(Text("warning: ", style="yellow") + Text("eligible clients not checked: listing clients "
+                                                             "needs an API key with the 'read' role"))
+        return
     if not supply.shortfall(spec):
         return
     cause = (f"only {supply.eligible} eligible clients checked in within {window_s:g} s, fewer than the job's "
