@@ -10,7 +10,7 @@ import grpc
 import pytest
 from typer.testing import CliRunner
 
-from control_plane.identity_store import AuditRecord, IdentityStore
+from control_plane.identity_store import AuditRecord, EnrolmentRefused, IdentityStore
 from propius.cli import app
 from propius.proto import propius_pb2 as pb
 from propius.specs import JobSpec
@@ -89,14 +89,20 @@ async def test_state_changes_are_audited_with_their_caller(settings):
         await stubs.close()
 
 
-def test_the_audit_log_is_bounded(sqlite_url):
-    store = IdentityStore.open(sqlite_url)
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_audit_log_is_bounded_and_enrolment_is_atomic(backend, request):
+    store = IdentityStore.open(request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_database_url"))
     now = time.time()
     store.record_audit([AuditRecord(now - 100, "old", "M", "", "OK")], max_rows=100, older_than=now - 200)
     store.record_audit([AuditRecord(now, "a", "M", str(i), "OK") for i in range(150)], max_rows=100,
                        older_than=now - 50)
     rows = store.audit(limit=1000)
     assert len(rows) == 100 and rows[-1].target == "149" and "old" not in {row.actor for row in rows}
+    _, token = store.create_enrolment(2, 60.0, now)
+    store.enroll(token, "phone", now)
+    with pytest.raises(EnrolmentRefused):
+        store.enroll(token, "phone", now)  # taken: refused without spending the token's second use
+    assert store.enrolments()[0].uses_left == 1 and [d.client_id for d in store.devices()] == ["phone"]
     store.close()
 
 
