@@ -36,6 +36,10 @@ class WaitQueue:
     def __len__(self) -> int:
         return len(self._waiters)
 
+    def count_admitted(self, constraints: Constraints) -> int:
+        """Waiting clients ``constraints`` admit (a read for metrics and the dashboard)."""
+        return sum(1 for waiter in self._waiters.values() if constraints.admits(waiter.attributes))
+
     async def wait(self, client_id: str, attributes: dict[str, AttributeValue], timeout: float) -> bool:
         """True when woken for a slot, False on timeout."""
         ticket = self._next

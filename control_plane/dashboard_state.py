@@ -1,0 +1,199 @@
+"""What the dashboard shows, as one JSON document: live jobs and rounds, the client pool, why jobs wait.
+
+Built on the control plane's event loop from what it already keeps (the job registry, the scheduler's
+policy-ordered view and supply estimates, the waiting clients) plus two reads of Redis (the rounds, and
+the recent clients with their leases), the same reads ``ListClients`` makes. A read only: nothing is
+written, no estimate is changed. Built at most once per ``REFRESH_S`` however many pages poll, and it
+lists at most ``MAX_JOBS`` jobs (the oldest first), so an outsider's job count does not grow the page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel
+
+from control_plane.hot_state import HotState
+from control_plane.jobs import JobRegistry
+from control_plane.scheduler import SchedulerView
+from control_plane.scheduling.class_queues import class_queues
+from control_plane.scheduling.state import ActiveJob, RoundState
+from control_plane.scheduling.why_waiting import (
+    Eligibility,
+    count_eligible,
+    failure_line,
+    policy_reason,
+    shortfall_line,
+    waiting_line,
+)
+from policies import JobView
+from propius.config import Settings
+from propius.specs import Constraints
+
+__all__ = ["MAX_JOBS", "REFRESH_S", "DashboardSource", "DashboardState"]
+
+MAX_JOBS = 200
+REFRESH_S = 1.0
+
+
+class RoundPanel(BaseModel):
+    round: int
+    attempt: int
+    state: str  # open | closed | failed
+    bound: int
+    target: int
+    results: int
+    demand: int
+    age_s: float  # since it opened (until its end, for an ended one)
+
+
+class JobPanel(BaseModel):
+    job_id: str
+    name: str
+    owner: str
+    state: str  # registered | running
+    rounds_done: int
+    rounds_total: int | None
+    jct_s: float  # since registration
+    round: RoundPanel | None
+    eligible: int  # recent clients its public requirements admit
+    busy: dict[str, int]  # job id -> its eligible clients bound there
+    why_waiting: list[str]  # what the job waits for: clients, the policy's order, results
+
+
+class ClassPanel(BaseModel):
+    constraints: str  # the class's public requirements as JSON ("{}": every client)
+    jobs: list[str]  # names of its live jobs
+    supply: int
+    bound: int  # of its recent clients, those bound to some round
+    open_rounds: int
+    waiting_jobs: int
+    open_slots: int
+    waiting_clients: int  # on this shard
+
+
+class DeviceClassPanel(BaseModel):
+    device_class: str
+    recent: int
+    bound: int
+
+
+class DashboardState(BaseModel):
+    at: float
+    policy: str
+    address: str
+    window_s: float
+    clients_recent: int
+    clients_bound: int
+    clients_waiting: int  # long-polling on this shard
+    jobs: list[JobPanel]
+    jobs_not_shown: int
+    classes: list[ClassPanel]
+    device_classes: list[DeviceClassPanel]
+
+
+class DashboardSource:
+    """Builds :class:`DashboardState` for one control plane (``ControlPlane.dashboard``)."""
+
+    def __init__(self, settings: Settings, hot: HotState, jobs: JobRegistry, view: SchedulerView,
+                 waiting_count: Callable[[], int], waiting_admitted: Callable[[Constraints], int],
+                 address: Callable[[], str]) -> None:
+        self._settings = settings
+        self._hot = hot
+        self._jobs = jobs
+        self._view = view
+        self._waiting_count = waiting_count
+        self._waiting_admitted = waiting_admitted
+        self._address = address
+        self._cached: tuple[float, bytes] | None = None
+        self._building: asyncio.Lock | None = None
+
+    async def json(self) -> bytes:
+        """The current state as JSON, rebuilt when older than ``REFRESH_S``; concurrent callers share one build."""
+        if self._building is None:
+            self._building = asyncio.Lock()
+        async with self._building:
+            cached = self._cached
+            if cached is None or time.monotonic() - cached[0] >= REFRESH_S:
+                cached = (time.monotonic(), (await self.state(time.time())).model_dump_json().encode())
+                self._cached = cached
+            return cached[1]
+
+    async def state(self, now: float) -> DashboardState:
+        window_s = self._settings.client_ttl_s
+        live = sorted(self._jobs.active(), key=lambda job: (job.registered_at, job.job_id))
+        shown = live[:MAX_JOBS]
+        states = await self._hot.rounds([job.job_id for job in live])
+        bound = await self._bound_clients(states)
+        recent = [(profile.attributes(), profile.device_class.value, bound.get(profile.client_id, ""))
+                  for profile, _ in await self._hot.recent_clients(now - window_s)]
+        names = {job.job_id: job.spec.name for job in live}
+        by_class: dict[str, Eligibility] = {}
+        for job in live:
+            if job.eligibility_key not in by_class:
+                by_class[job.eligibility_key] = count_eligible(
+                    job.spec.requirements.public, ((attrs, bound_to) for attrs, _, bound_to in recent))
+        snapshot = self._view.snapshot()
+        panels = [self._job_panel(job, states.get(job.job_id), by_class[job.eligibility_key], names, snapshot.views,
+                                  window_s, now) for job in shown]
+        class_jobs: dict[str, list[str]] = {}
+        for job in live:
+            class_jobs.setdefault(job.eligibility_key, []).append(job.spec.name)
+        classes = [
+            ClassPanel(constraints=queue.key, jobs=class_jobs.get(queue.key, [])[:10], supply=queue.supply,
+                       bound=sum(by_class[queue.key].busy.values()) if queue.key in by_class else 0,
+                       open_rounds=queue.open_rounds, waiting_jobs=queue.waiting_jobs, open_slots=queue.open_slots,
+                       waiting_clients=queue.waiting_clients)
+            for queue in class_queues(snapshot.views, self._view.supply, self._waiting_admitted)[:MAX_JOBS]
+        ]
+        devices: Counter[str] = Counter(device for _, device, _ in recent)
+        busy_devices: Counter[str] = Counter(device for _, device, bound_to in recent if bound_to)
+        return DashboardState(
+            at=now, policy=self._settings.policy, address=self._address(), window_s=window_s,
+            clients_recent=len(recent), clients_bound=sum(1 for *_, bound_to in recent if bound_to),
+            clients_waiting=self._waiting_count(), jobs=panels, jobs_not_shown=len(live) - len(shown),
+            classes=classes,
+            device_classes=[DeviceClassPanel(device_class=device, recent=count, bound=busy_devices[device])
+                            for device, count in sorted(devices.items())],
+        )
+
+    async def _bound_clients(self, states: dict[str, RoundState]) -> dict[str, str]:
+        """client id -> the job whose open round it holds a lease in."""
+        bound: dict[str, str] = {}
+        for job_id, state in states.items():
+            if state.state == "open":
+                for client_id in await self._hot.leased(job_id, state.round, state.attempt):
+                    bound[client_id] = job_id
+        return bound
+
+    def _job_panel(self, job: ActiveJob, state: RoundState | None, supply: Eligibility, names: dict[str, str],
+                   ordered: Sequence[JobView], window_s: float, now: float) -> JobPanel:
+        spec = job.spec
+        own = {job_id: count for job_id, count in supply.busy.items() if job_id != job.job_id}
+        supply = Eligibility(supply.eligible, own)
+        panel_round = None
+        if state is not None:
+            end = state.closed_at if state.state != "open" and state.closed_at else now
+            panel_round = RoundPanel(round=state.round, attempt=state.attempt, state=state.state, bound=state.bound,
+                                     target=state.target, results=state.results, demand=state.demand,
+                                     age_s=max(0.0, end - state.started_at))
+        why: list[str] = []
+        if state is not None and state.state == "open" and state.bound >= state.target:
+            why.append(policy_reason(job.job_id, state, ordered, self._settings.policy))  # all bound: results due
+        else:
+            why.append(waiting_line(spec.demand, supply, names, window_s))
+            if state is None:
+                why.append("no round started yet: the job's driver (SDK, `propius submit --wait`) starts them")
+            elif state.state == "failed":
+                why.append(failure_line(state.round, state.attempt, state.results, spec.results_to_close, supply))
+            else:
+                why.append(policy_reason(job.job_id, state, ordered, self._settings.policy))
+            if (short := shortfall_line(spec.demand, supply)) is not None:
+                why.append(short)
+        return JobPanel(job_id=job.job_id, name=spec.name, owner=spec.owner, state=job.state,
+                        rounds_done=job.rounds_done, rounds_total=spec.rounds, jct_s=max(0.0, now - job.registered_at),
+                        round=panel_round, eligible=supply.eligible, busy=own, why_waiting=why)
+
