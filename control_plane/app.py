@@ -31,7 +31,7 @@ from control_plane.redis_pipe import RedisPipe, pipe_supported
 from control_plane.round_metrics import RoundLatency
 from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
-from control_plane.scheduling.class_queues import class_queues
+from control_plane.scheduling.class_queues import class_queues, waiting_by_class
 from control_plane.store import Store
 from control_plane.wire import DecodeGuard
 from policies import load_policy
@@ -95,9 +95,10 @@ class ControlPlane:
         self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus, self.metrics)
         self.scheduler = Scheduler(settings, self.view, self.jobs)
         self.bus.add_listener(RoundLatency(self.metrics, self.bus.id).on_event)
-        self.dashboard = DashboardSource(settings, self.hot, self.jobs, self.view, lambda: len(self.binder.waiting),
-                                         self.binder.waiting.count_admitted, lambda: self.address)
+        self.dashboard = DashboardSource(settings, self.hot, self.jobs, self.view, self.binder.waiting.client_ids,
+                                         lambda: self.address)
         self.dashboard_server: DashboardServer | None = None
+        self._queues_at = 0.0
         tick = (self.rounds.check_hot_state, self.view.refresh_states, self.binder.reap_leases,
                 self.rounds.sweep_deadlines, self._flush, self._observe_queues)
         for task in tick:
@@ -108,9 +109,13 @@ class ControlPlane:
     async def _flush(self, _now: float) -> None:
         await self.journal.flush()
 
-    async def _observe_queues(self, _now: float) -> None:
-        self.metrics.set_queues(class_queues(self.view.snapshot().views, self.view.supply,
-                                             self.binder.waiting.count_admitted))
+    async def _observe_queues(self, now: float) -> None:
+        """The classes' queues for the metrics, once per supply estimate (a pass over the waiting clients)."""
+        if now - self._queues_at < self.settings.supply_period_s:
+            return
+        self._queues_at = now
+        waiting = waiting_by_class(self.binder.waiting.client_ids(), self.view.classes_of)
+        self.metrics.set_queues(class_queues(self.view.snapshot().views, self.view.supply, waiting))
 
     @property
     def dashboard_port(self) -> int:

@@ -1,15 +1,16 @@
 """What the dashboard shows, as one JSON document: live jobs and rounds, the client pool, why jobs wait.
 
 Built on the control plane's event loop from what it already keeps (the job registry, the scheduler's
-policy-ordered view and supply estimates, the waiting clients) plus two reads of Redis (the rounds, and
-the recent clients with their leases), the same reads ``ListClients`` makes. A read only: nothing is
-written, no estimate is changed. Built at most once per ``REFRESH_S`` however many pages poll, and it
+policy-ordered view, its recent clients and their eligibility classes as of its last supply estimate,
+the waiting clients) plus reads of Redis (the rounds and their leases). A read only: nothing is written,
+no estimate is changed. Built at most once per ``REFRESH_S`` however many pages poll, and it
 lists at most ``MAX_JOBS`` jobs (the oldest first), so an outsider's job count does not grow the page.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -19,19 +20,18 @@ from pydantic import BaseModel
 from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
 from control_plane.scheduler import SchedulerView
-from control_plane.scheduling.class_queues import class_queues
+from control_plane.scheduling.class_queues import class_queues, waiting_by_class
 from control_plane.scheduling.state import ActiveJob, RoundState
 from control_plane.scheduling.why_waiting import (
     Eligibility,
-    count_eligible,
     failure_line,
     policy_reason,
     shortfall_line,
+    tally,
     waiting_line,
 )
 from policies import JobView
 from propius.config import Settings
-from propius.specs import Constraints
 
 __all__ = ["MAX_JOBS", "REFRESH_S", "DashboardSource", "DashboardState"]
 
@@ -99,15 +99,14 @@ class DashboardSource:
     """Builds :class:`DashboardState` for one control plane (``ControlPlane.dashboard``)."""
 
     def __init__(self, settings: Settings, hot: HotState, jobs: JobRegistry, view: SchedulerView,
-                 waiting_count: Callable[[], int], waiting_admitted: Callable[[Constraints], int],
-                 address: Callable[[], str]) -> None:
+                 waiting: Callable[[], list[str]], address: Callable[[], str]) -> None:
         self._settings = settings
         self._hot = hot
         self._jobs = jobs
         self._view = view
-        self._waiting_count = waiting_count
-        self._waiting_admitted = waiting_admitted
+        self._waiting = waiting
         self._address = address
+        self._devices: dict[str, tuple[str, str]] = {}  # client -> (profile JSON, device class), recent ones
         self._cached: tuple[float, bytes] | None = None
         self._building: asyncio.Lock | None = None
 
@@ -123,42 +122,63 @@ class DashboardSource:
             return cached[1]
 
     async def state(self, now: float) -> DashboardState:
+        """The recent clients and their classes are the scheduler's, from its last supply estimate (no
+        profile is parsed again); which of them are bound is read from the open rounds' leases."""
         window_s = self._settings.client_ttl_s
         live = sorted(self._jobs.active(), key=lambda job: (job.registered_at, job.job_id))
         shown = live[:MAX_JOBS]
         states = await self._hot.rounds([job.job_id for job in live])
         bound = await self._bound_clients(states)
-        recent = [(profile.attributes(), profile.device_class.value, bound.get(profile.client_id, ""))
-                  for profile, _ in await self._hot.recent_clients(now - window_s)]
+        recent = self._view.recent_clients()
+        members: dict[str, list[str]] = {}  # class -> the bound job ("" idle) of each recent client it admits
+        devices: Counter[str] = Counter()
+        busy_devices: Counter[str] = Counter()
+        for i, (client_id, raw, classes) in enumerate(recent):
+            bound_to = bound.get(client_id, "")
+            for key in classes:
+                members.setdefault(key, []).append(bound_to)
+            device = self._device_class(client_id, raw)
+            devices[device] += 1
+            busy_devices[device] += bool(bound_to)
+            if i % 5000 == 4999:
+                await asyncio.sleep(0)  # a large population must not stall check-ins
+        self._devices = {client_id: self._devices[client_id] for client_id, _, _ in recent}
+        by_class = {key: tally(members.get(key, ())) for key in {job.eligibility_key for job in live}}
         names = {job.job_id: job.spec.name for job in live}
-        by_class: dict[str, Eligibility] = {}
-        for job in live:
-            if job.eligibility_key not in by_class:
-                by_class[job.eligibility_key] = count_eligible(
-                    job.spec.requirements.public, ((attrs, bound_to) for attrs, _, bound_to in recent))
         snapshot = self._view.snapshot()
         panels = [self._job_panel(job, states.get(job.job_id), by_class[job.eligibility_key], names, snapshot.views,
                                   window_s, now) for job in shown]
         class_jobs: dict[str, list[str]] = {}
         for job in live:
             class_jobs.setdefault(job.eligibility_key, []).append(job.spec.name)
+        waiting = self._waiting()
+        queues = class_queues(snapshot.views, self._view.supply, waiting_by_class(waiting, self._view.classes_of))
         classes = [
             ClassPanel(constraints=queue.key, jobs=class_jobs.get(queue.key, [])[:10], supply=queue.supply,
                        bound=sum(by_class[queue.key].busy.values()) if queue.key in by_class else 0,
                        open_rounds=queue.open_rounds, waiting_jobs=queue.waiting_jobs, open_slots=queue.open_slots,
                        waiting_clients=queue.waiting_clients)
-            for queue in class_queues(snapshot.views, self._view.supply, self._waiting_admitted)[:MAX_JOBS]
+            for queue in queues[:MAX_JOBS]
         ]
-        devices: Counter[str] = Counter(device for _, device, _ in recent)
-        busy_devices: Counter[str] = Counter(device for _, device, bound_to in recent if bound_to)
         return DashboardState(
             at=now, policy=self._settings.policy, address=self._address(), window_s=window_s,
-            clients_recent=len(recent), clients_bound=sum(1 for *_, bound_to in recent if bound_to),
-            clients_waiting=self._waiting_count(), jobs=panels, jobs_not_shown=len(live) - len(shown),
-            classes=classes,
+            clients_recent=len(recent), clients_bound=sum(busy_devices.values()), clients_waiting=len(waiting),
+            jobs=panels, jobs_not_shown=len(live) - len(shown), classes=classes,
             device_classes=[DeviceClassPanel(device_class=device, recent=count, bound=busy_devices[device])
                             for device, count in sorted(devices.items())],
         )
+
+    def _device_class(self, client_id: str, raw: str) -> str:
+        """The client's device class, parsed once per profile."""
+        cached = self._devices.get(client_id)
+        if cached is None or cached[0] != raw:
+            try:
+                device = str(json.loads(raw).get("device_class", "edge"))
+            except (ValueError, AttributeError):
+                device = "?"
+            cached = (raw, device)
+            self._devices[client_id] = cached
+        return cached[1]
 
     async def _bound_clients(self, states: dict[str, RoundState]) -> dict[str, str]:
         """client id -> the job whose open round it holds a lease in."""

@@ -151,6 +151,16 @@ class SchedulerView:
         self._supply = value
         self._version += 1
 
+    def classes_of(self, client_id: str) -> tuple[str, ...]:
+        """The eligibility classes admitting a recent client, as of the last supply estimate."""
+        cached = self._eligible.get(client_id)
+        return cached[1] if cached is not None else ()
+
+    def recent_clients(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """(client id, profile JSON, eligibility classes admitting it) of the recent clients, as of the last
+        supply estimate; a copy, so a caller may yield to the event loop while it reads."""
+        return [(client_id, raw, classes) for client_id, (raw, classes) in self._eligible.items()]
+
     def _changed(self, job_id: str) -> None:
         self._changes[job_id] = self._changes.get(job_id, 0) + 1
         self._version += 1

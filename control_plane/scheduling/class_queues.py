@@ -12,9 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from policies import JobView
-from propius.specs import Constraints
 
-__all__ = ["ClassQueue", "class_queues"]
+__all__ = ["ClassQueue", "class_queues", "waiting_by_class"]
 
 
 @dataclass(frozen=True)
@@ -27,20 +26,25 @@ class ClassQueue:
     waiting_clients: int  # clients long-polling for an offer that the class admits
 
 
-def class_queues(
-    views: Iterable[JobView], supply: Mapping[str, int], waiting: Callable[[Constraints], int],
-) -> list[ClassQueue]:
+def waiting_by_class(waiting: Iterable[str], classes_of: Callable[[str], tuple[str, ...]]) -> dict[str, int]:
+    """Waiting clients per class, from the classes each client is eligible for (``classes_of``)."""
+    counts: dict[str, int] = {}
+    for client_id in waiting:
+        for key in classes_of(client_id):
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def class_queues(views: Iterable[JobView], supply: Mapping[str, int], waiting: Mapping[str, int]) -> list[ClassQueue]:
     """One queue per class of ``supply`` (every active job's class) or of an open round in ``views``,
-    sorted by free slots then supply, largest first; ``waiting`` counts the idle clients constraints admit."""
+    sorted by free slots then supply, largest first; ``waiting``: waiting clients per class."""
     rounds: dict[str, list[JobView]] = {key: [] for key in supply}
     for view in views:
         rounds.setdefault(view.eligibility_key, []).append(view)
-    queues = []
-    for key, members in rounds.items():
-        constraints = members[0].public if members else Constraints.model_validate_json(key or "{}")
-        queues.append(ClassQueue(
-            key=key, supply=supply.get(key, 0), open_rounds=len(members),
-            waiting_jobs=sum(1 for view in members if view.open_slots > 0),
-            open_slots=sum(view.open_slots for view in members), waiting_clients=waiting(constraints),
-        ))
+    queues = [
+        ClassQueue(key=key, supply=supply.get(key, 0), open_rounds=len(members),
+                   waiting_jobs=sum(1 for view in members if view.open_slots > 0),
+                   open_slots=sum(view.open_slots for view in members), waiting_clients=waiting.get(key, 0))
+        for key, members in rounds.items()
+    ]
     return sorted(queues, key=lambda queue: (-queue.open_slots, -queue.supply, queue.key))

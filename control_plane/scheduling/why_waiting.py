@@ -16,7 +16,7 @@ from control_plane.scheduling.state import RoundState
 from policies import JobView
 from propius.specs import AttributeValue, Constraints
 
-__all__ = ["Eligibility", "count_eligible", "failure_line", "policy_reason", "shortfall_line", "waiting_line"]
+__all__ = ["Eligibility", "count_eligible", "failure_line", "policy_reason", "shortfall_line", "tally", "waiting_line"]
 
 
 @dataclass(frozen=True)
@@ -31,19 +31,24 @@ class Eligibility:
         return max(0, demand - self.eligible)
 
 
+def tally(bound_jobs: Iterable[str], job_id: str = "") -> Eligibility:
+    """The eligibility of a job whose eligible clients are bound to ``bound_jobs`` (one entry per client,
+    "" for an idle one); clients bound to ``job_id`` itself are not busy for it."""
+    eligible = 0
+    busy: Counter[str] = Counter()
+    for bound_job_id in bound_jobs:
+        eligible += 1
+        if bound_job_id and bound_job_id != job_id:
+            busy[bound_job_id] += 1
+    return Eligibility(eligible, dict(busy))
+
+
 def count_eligible(
     public: Constraints, clients: Iterable[tuple[Mapping[str, AttributeValue], str]], job_id: str = "",
 ) -> Eligibility:
-    """Count the ``clients`` ((attributes, bound job id or "") of the recent check-ins) that ``public``
-    admits; clients bound to ``job_id`` itself are not busy for it."""
-    eligible = 0
-    busy: Counter[str] = Counter()
-    for attributes, bound_job_id in clients:
-        if public.admits(dict(attributes)):
-            eligible += 1
-            if bound_job_id and bound_job_id != job_id:
-                busy[bound_job_id] += 1
-    return Eligibility(eligible, dict(busy))
+    """:func:`tally` over the ``clients`` ((attributes, bound job id or "") of the recent check-ins) that
+    ``public`` admits."""
+    return tally((bound_job_id for attributes, bound_job_id in clients if public.admits(dict(attributes))), job_id)
 
 
 def waiting_line(demand: int, supply: Eligibility, names: Mapping[str, str], window_s: float) -> str:

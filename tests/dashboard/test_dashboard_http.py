@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import numpy as np
@@ -29,13 +30,18 @@ async def test_metrics_after_a_bind_and_a_round(dashboard_plane: ControlPlane) -
         checkin, accept = await stubs.bind("m1")
         assert accept.bound
         await stubs.check_in("m2")  # idle: supply 2, no free slot
+        polling = asyncio.create_task(stubs.check_in("m2", wait_s=30.0))  # then it waits for one
 
         async def scraped() -> bool:
             samples = _samples((await fetch(plane, "/metrics")).body)
             return (samples.get(("propius_schedule_seconds_count", ())) == 1
-                    and samples.get(("propius_class_supply", (("class", "{}"),))) == 2)
+                    and samples.get(("propius_class_supply", (("class", "{}"),))) == 2
+                    and samples.get(("propius_class_waiting_clients", (("class", "{}"),))) == 1)
 
-        await eventually(scraped, timeout_s=10, what="the bind and the supply in /metrics")
+        try:
+            await eventually(scraped, timeout_s=10, what="the bind, the supply and the waiting client in /metrics")
+        finally:
+            polling.cancel()
         await stubs.upload("m1", checkin.session_token, accept, {"w": np.ones(3, np.float32)}, 1.0)
         info, _ = await stubs.aggregate(job_id, token, 0)
         assert info.state == pb.ROUND_STATE_CLOSED
