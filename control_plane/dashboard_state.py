@@ -27,7 +27,6 @@ from control_plane.scheduling.why_waiting import (
     failure_line,
     policy_reason,
     shortfall_line,
-    tally,
     waiting_line,
 )
 from policies import JobView
@@ -106,7 +105,9 @@ class DashboardSource:
         self._view = view
         self._waiting = waiting
         self._address = address
-        self._devices: dict[str, tuple[str, str]] = {}  # client -> (profile JSON, device class), recent ones
+        self._devices: dict[str, tuple[str, str]] = {}  # recent client -> (profile JSON, device class)
+        self._device_counts: Counter[str] = Counter()
+        self._estimates = -1  # the scheduler's supply estimate they were counted from
         self._cached: tuple[float, bytes] | None = None
         self._building: asyncio.Lock | None = None
 
@@ -122,28 +123,24 @@ class DashboardSource:
             return cached[1]
 
     async def state(self, now: float) -> DashboardState:
-        """The recent clients and their classes are the scheduler's, from its last supply estimate (no
-        profile is parsed again); which of them are bound is read from the open rounds' leases."""
+        """The recent clients, their classes and the supply are the scheduler's, from its last supply estimate;
+        which clients are bound is read from the open rounds' leases. A build costs a pass over the live jobs
+        and the bound clients; the recent clients' device classes are counted once per supply estimate."""
         window_s = self._settings.client_ttl_s
         live = sorted(self._jobs.active(), key=lambda job: (job.registered_at, job.job_id))
         shown = live[:MAX_JOBS]
         states = await self._hot.rounds([job.job_id for job in live])
         bound = await self._bound_clients(states)
-        recent = self._view.recent_clients()
-        members: dict[str, list[str]] = {}  # class -> the bound job ("" idle) of each recent client it admits
-        devices: Counter[str] = Counter()
+        await self._count_devices()
+        busy: dict[str, Counter[str]] = {}  # class -> job -> the class's recent clients bound to it
         busy_devices: Counter[str] = Counter()
-        for i, (client_id, raw, classes) in enumerate(recent):
-            bound_to = bound.get(client_id, "")
-            for key in classes:
-                members.setdefault(key, []).append(bound_to)
-            device = self._device_class(client_id, raw)
-            devices[device] += 1
-            busy_devices[device] += bool(bound_to)
-            if i % 5000 == 4999:
-                await asyncio.sleep(0)  # a large population must not stall check-ins
-        self._devices = {client_id: self._devices[client_id] for client_id, _, _ in recent}
-        by_class = {key: tally(members.get(key, ())) for key in {job.eligibility_key for job in live}}
+        for client_id, job_id in bound.items():
+            for key in self._view.classes_of(client_id):
+                busy.setdefault(key, Counter())[job_id] += 1
+            busy_devices[self._devices.get(client_id, ("", "?"))[1]] += 1
+        supply = self._view.supply
+        by_class = {key: Eligibility(supply.get(key, 0), dict(busy.get(key, {})))
+                    for key in {job.eligibility_key for job in live}}
         names = {job.job_id: job.spec.name for job in live}
         snapshot = self._view.snapshot()
         panels = [self._job_panel(job, states.get(job.job_id), by_class[job.eligibility_key], names, snapshot.views,
@@ -152,33 +149,40 @@ class DashboardSource:
         for job in live:
             class_jobs.setdefault(job.eligibility_key, []).append(job.spec.name)
         waiting = self._waiting()
-        queues = class_queues(snapshot.views, self._view.supply, waiting_by_class(waiting, self._view.classes_of))
+        queues = class_queues(snapshot.views, supply, waiting_by_class(waiting, self._view.classes_of))
         classes = [
             ClassPanel(constraints=queue.key, jobs=class_jobs.get(queue.key, [])[:10], supply=queue.supply,
-                       bound=sum(by_class[queue.key].busy.values()) if queue.key in by_class else 0,
-                       open_rounds=queue.open_rounds, waiting_jobs=queue.waiting_jobs, open_slots=queue.open_slots,
+                       bound=sum(busy.get(queue.key, {}).values()), open_rounds=queue.open_rounds,
+                       waiting_jobs=queue.waiting_jobs, open_slots=queue.open_slots,
                        waiting_clients=queue.waiting_clients)
             for queue in queues[:MAX_JOBS]
         ]
         return DashboardState(
             at=now, policy=self._settings.policy, address=self._address(), window_s=window_s,
-            clients_recent=len(recent), clients_bound=sum(busy_devices.values()), clients_waiting=len(waiting),
+            clients_recent=len(self._devices), clients_bound=len(bound), clients_waiting=len(waiting),
             jobs=panels, jobs_not_shown=len(live) - len(shown), classes=classes,
             device_classes=[DeviceClassPanel(device_class=device, recent=count, bound=busy_devices[device])
-                            for device, count in sorted(devices.items())],
+                            for device, count in sorted(self._device_counts.items())],
         )
 
-    def _device_class(self, client_id: str, raw: str) -> str:
-        """The client's device class, parsed once per profile."""
-        cached = self._devices.get(client_id)
-        if cached is None or cached[0] != raw:
-            try:
-                device = str(json.loads(raw).get("device_class", "edge"))
-            except (ValueError, AttributeError):
-                device = "?"
-            cached = (raw, device)
-            self._devices[client_id] = cached
-        return cached[1]
+    async def _count_devices(self) -> None:
+        """After a new supply estimate: the recent clients' device classes, each profile parsed once."""
+        if self._estimates == self._view.estimates:
+            return
+        self._estimates = self._view.estimates
+        devices: dict[str, tuple[str, str]] = {}
+        for i, (client_id, raw, _) in enumerate(self._view.recent_clients()):
+            cached = self._devices.get(client_id)
+            if cached is None or cached[0] != raw:
+                try:
+                    cached = (raw, str(json.loads(raw).get("device_class", "edge")))
+                except (ValueError, AttributeError):
+                    cached = (raw, "?")
+            devices[client_id] = cached
+            if i % 5000 == 4999:
+                await asyncio.sleep(0)  # a large population must not stall check-ins
+        self._devices = devices
+        self._device_counts = Counter(device for _, device in devices.values())
 
     async def _bound_clients(self, states: dict[str, RoundState]) -> dict[str, str]:
         """client id -> the job whose open round it holds a lease in."""

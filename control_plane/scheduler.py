@@ -68,6 +68,7 @@ class SchedulerView:
         self._changes: dict[str, int] = {}  # per job: events applied to the cache
         self._members: dict[str, tuple[int, int, set[str]]] = {}  # job -> (round, attempt, bound clients)
         self._eligible: dict[str, tuple[str, tuple[str, ...]]] = {}  # client -> (profile JSON, classes admitting it)
+        self.estimates = 0  # supply estimates made: the recent clients change only with one
         self._classes_signature: tuple[str, ...] = ()
         self._version = 0  # bumped by every change a snapshot depends on
         self._snapshot: tuple[tuple[int, tuple[int, ...]], float, Snapshot] | None = None
@@ -201,6 +202,7 @@ class SchedulerView:
         await self._hot.forget_clients_before(since)
         self.observations.forget_before(time.time() - KEEP_S)
         counts, self._eligible = await self._count(since)  # clients no longer recent are forgotten
+        self.estimates += 1
         self.supply = counts
         return self.supply
 
