@@ -84,7 +84,10 @@ class DashboardServer:
                 log.debug("dashboard: " + format, *args)
 
         self._token = token.encode()
-        self._http = _Server((host, port), Handler)
+        try:
+            self._http = _Server((host, port), Handler)
+        except OSError as error:
+            raise OSError(error.errno, f"cannot serve the dashboard on {host}:{port}: {error.strerror}") from None
         self.port: int = self._http.server_address[1]
         self._thread = threading.Thread(target=self._http.serve_forever, name="propius-dashboard", daemon=True)
 

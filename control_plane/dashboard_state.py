@@ -130,7 +130,7 @@ class DashboardSource:
         live = sorted(self._jobs.active(), key=lambda job: (job.registered_at, job.job_id))
         shown = live[:MAX_JOBS]
         states = await self._hot.rounds([job.job_id for job in live])
-        bound = await self._bound_clients(states)
+        bound = await self._hot.bound_clients(states.values())
         await self._count_devices()
         busy: dict[str, Counter[str]] = {}  # class -> job -> the class's recent clients bound to it
         busy_devices: Counter[str] = Counter()
@@ -184,20 +184,11 @@ class DashboardSource:
         self._devices = devices
         self._device_counts = Counter(device for _, device in devices.values())
 
-    async def _bound_clients(self, states: dict[str, RoundState]) -> dict[str, str]:
-        """client id -> the job whose open round it holds a lease in."""
-        bound: dict[str, str] = {}
-        for job_id, state in states.items():
-            if state.state == "open":
-                for client_id in await self._hot.leased(job_id, state.round, state.attempt):
-                    bound[client_id] = job_id
-        return bound
-
     def _job_panel(self, job: ActiveJob, state: RoundState | None, supply: Eligibility, names: dict[str, str],
                    ordered: Sequence[JobView], window_s: float, now: float) -> JobPanel:
         spec = job.spec
-        own = {job_id: count for job_id, count in supply.busy.items() if job_id != job.job_id}
-        supply = Eligibility(supply.eligible, own)
+        elsewhere = {job_id: count for job_id, count in supply.busy.items() if job_id != job.job_id}
+        supply = Eligibility(supply.eligible, elsewhere)
         panel_round = None
         if state is not None:
             end = state.closed_at if state.state != "open" and state.closed_at else now
@@ -219,5 +210,5 @@ class DashboardSource:
                 why.append(short)
         return JobPanel(job_id=job.job_id, name=spec.name, owner=spec.owner, state=job.state,
                         rounds_done=job.rounds_done, rounds_total=spec.rounds, jct_s=max(0.0, now - job.registered_at),
-                        round=panel_round, eligible=supply.eligible, busy=own, why_waiting=why)
+                        round=panel_round, eligible=supply.eligible, busy=elsewhere, why_waiting=why)
 
