@@ -169,8 +169,6 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
-
-
 # ---------------------------------------------------------------- the control plane
 
 
@@ -223,16 +221,18 @@ def up(
     metrics_port: Annotated[int, typer.Option(help="serve Prometheus metrics on this port; 0: off")] = 0,
     dashboard_port: Annotated[int, typer.Option(help="serve the dashboard page (and /metrics) on this port; "
                                                      "0: off")] = 0,
-    log_format: Annotated[LogFormat, typer.Option(help="text, json (JSON lines) or kv (key=value)")] = "text",
+    log_format: Annotated[LogFormat | None, typer.Option(
+        help="text, json (JSON lines) or kv (key=value); default: PROPIUS_LOG_FORMAT, else text")] = None,
     verbose: bool = True,
 ) -> None:
     """Run the control plane and data plane in one process."""
     _interrupt_on_sigterm()
-    setup_logging(logging.INFO if verbose else logging.WARNING, log_format)
-    options = {"policy_options": policy_options(policy_option)} if policy_option else {}  # else PROPIUS_POLICY_OPTIONS
+    options: dict[str, Any] = {"policy_options": policy_options(policy_option)} if policy_option else {}
+    if log_format is not None:  # else PROPIUS_LOG_FORMAT, as PROPIUS_POLICY_OPTIONS above
+        options["log_format"] = log_format
     settings = Settings(redis_url=redis_url, database_url=database_url, host=host, port=port, policy=policy,
-                        data_dir=data_dir, metrics_port=metrics_port, dashboard_port=dashboard_port,
-                        log_format=log_format, **options)
+                        data_dir=data_dir, metrics_port=metrics_port, dashboard_port=dashboard_port, **options)
+    setup_logging(logging.INFO if verbose else logging.WARNING, settings.log_format)
     try:
         if redis_url:
             _run_plane(settings)
