@@ -30,7 +30,12 @@ async def test_metrics_after_a_bind_and_a_round(dashboard_plane: ControlPlane) -
         checkin, accept = await stubs.bind("m1")
         assert accept.bound
         await stubs.check_in("m2")  # idle: supply 2, no free slot
-        polling = asyncio.create_task(stubs.check_in("m2", wait_s=30.0))  # then it waits for one
+
+        async def wait_for_a_slot() -> None:  # long-polls again whenever max_wait_s ends a wait
+            while True:
+                await stubs.check_in("m2", wait_s=30.0)
+
+        polling = asyncio.create_task(wait_for_a_slot())
 
         async def scraped() -> bool:
             samples = _samples((await fetch(plane, "/metrics")).body)
