@@ -7,6 +7,7 @@ uploads must reach the shard that opened it, see :mod:`control_plane.rounds`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import gc
@@ -19,6 +20,8 @@ from control_plane.audit import AuditLog
 from control_plane.auth import Guard
 from control_plane.binding import Binder
 from control_plane.client_service import ClientService
+from control_plane.dashboard_http import DashboardServer
+from control_plane.dashboard_state import DashboardSource
 from control_plane.data_service import DataService
 from control_plane.events import EventBus
 from control_plane.hot_state import HotState
@@ -28,8 +31,10 @@ from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
 from control_plane.metrics import Metrics
 from control_plane.redis_pipe import RedisPipe, pipe_supported
+from control_plane.round_metrics import RoundLatency
 from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
+from control_plane.scheduling.class_queues import class_queues, waiting_by_class
 from control_plane.store import Store
 from control_plane.wire import DecodeGuard
 from policies import load_policy
@@ -95,8 +100,13 @@ class ControlPlane:
         self.view = SchedulerView(self.hot, self.jobs, policy, settings)  # fed events by the binder
         self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus, self.metrics)
         self.scheduler = Scheduler(settings, self.view, self.jobs)
+        self.bus.add_listener(RoundLatency(self.metrics, self.bus.id).on_event)
+        self.dashboard = DashboardSource(settings, self.hot, self.jobs, self.view, self.binder.waiting.client_ids,
+                                         lambda: self.address)
+        self.dashboard_server: DashboardServer | None = None
+        self._queues_at = 0.0
         tick = (self.rounds.check_hot_state, self.view.refresh_states, self.binder.reap_leases,
-                self.rounds.sweep_deadlines, self._flush)
+                self.rounds.sweep_deadlines, self._flush, self._observe_queues)
         for task in tick:
             self.scheduler.every_tick(task)
         self.server: grpc.aio.Server | None = None
@@ -105,6 +115,19 @@ class ControlPlane:
     async def _flush(self, _now: float) -> None:
         await self.journal.flush()
         await self.audit.flush()
+
+    async def _observe_queues(self, now: float) -> None:
+        """The classes' queues for the metrics, once per supply estimate (a pass over the waiting clients)."""
+        if now - self._queues_at < self.settings.supply_period_s:
+            return
+        self._queues_at = now
+        waiting = waiting_by_class(self.binder.waiting.client_ids(), self.view.classes_of)
+        self.metrics.set_queues(class_queues(self.view.snapshot().views, self.view.supply, waiting))
+
+    @property
+    def dashboard_port(self) -> int:
+        """The dashboard's port; 0 while it is off."""
+        return self.dashboard_server.port if self.dashboard_server is not None else 0
 
     @property
     def address(self) -> str:
@@ -155,6 +178,11 @@ class ControlPlane:
         self.scheduler.start()
         if self.settings.metrics_port:
             self.metrics.serve(self.settings.metrics_port, self.settings.host)
+        if self.settings.dashboard_port:
+            self.dashboard_server = DashboardServer(
+                self.settings.host, self.settings.dashboard_port, self.settings.dashboard_token, self.dashboard.json,
+                self.metrics.exposition, asyncio.get_running_loop())
+            self.dashboard_server.start()
         _freeze_startup_heap()
         log.info("control plane listening on %s (policy %s, auth %s)", self.address, self.settings.policy,
                  self.settings.auth)
@@ -165,6 +193,9 @@ class ControlPlane:
 
     async def stop(self, grace_s: float = 2.0) -> None:
         self.scheduler.stop()
+        if self.dashboard_server is not None:  # from a thread: a request in flight waits on this loop
+            await asyncio.to_thread(self.dashboard_server.stop)
+            self.dashboard_server = None
         if self.server is not None:
             await self.server.stop(grace_s)
         with contextlib.suppress(Exception):

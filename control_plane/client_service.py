@@ -155,7 +155,8 @@ class ClientService(pb_grpc.ClientServiceServicer):
         recent = await self._hot.recent_clients(time.time() - window)
         done = await asyncio.to_thread(self._store.tasks_done_by_client)
         supply = await self._view.count_supply(window)
-        bound = await self._bound_jobs()
+        bound = await self._hot.bound_clients(
+            (await self._hot.rounds([job.job_id for job in self._jobs.active()])).values())
         return pb.ListClientsResponse(
             clients=[
                 pb.ClientInfo(profile=profile_to_pb(profile), last_seen_unix=seen,
@@ -166,16 +167,6 @@ class ClientService(pb_grpc.ClientServiceServicer):
                 job.job_id: supply.get(job.eligibility_key, 0) for job in self._jobs.active()
             },
         )
-
-    async def _bound_jobs(self) -> dict[str, str]:
-        """client id -> the job whose open round it holds a lease in (is working for)."""
-        states = await self._hot.rounds([job.job_id for job in self._jobs.active()])
-        bound: dict[str, str] = {}
-        for job_id, state in states.items():
-            if state.state == "open":
-                for client_id in await self._hot.leased(job_id, state.round, state.attempt):
-                    bound[client_id] = job_id
-        return bound
 
 
 MAX_BATCH_BYTES = 1 << 20  # well under gRPC's default 4 MiB receive limit

@@ -119,13 +119,14 @@ class JobService(pb_grpc.JobServiceServicer):
     async def _export_trace(self, job_id: str) -> Path | None:
         """Export the completed job's trace; a failed export is logged, never the RPC's error."""
         if self._exporter is None:
-            log.info("trace export of job %s skipped: this control plane has no trace exporter", job_id)
+            log.info("trace export of job %s skipped: this control plane has no trace exporter", job_id,
+                     extra={"job_id": job_id})
             return None
         await self._journal.flush()  # the last round's spans are still write-behind
         try:
             return await self._exporter(self._store, job_id)
         except Exception:
-            log.exception("trace export of job %s failed", job_id)
+            log.exception("trace export of job %s failed", job_id, extra={"job_id": job_id})
             return None
 
     @rpc_errors

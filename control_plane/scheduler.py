@@ -68,6 +68,7 @@ class SchedulerView:
         self._changes: dict[str, int] = {}  # per job: events applied to the cache
         self._members: dict[str, tuple[int, int, set[str]]] = {}  # job -> (round, attempt, bound clients)
         self._eligible: dict[str, tuple[str, tuple[str, ...]]] = {}  # client -> (profile JSON, classes admitting it)
+        self.estimates = 0  # supply estimates made: the recent clients change only with one
         self._classes_signature: tuple[str, ...] = ()
         self._version = 0  # bumped by every change a snapshot depends on
         self._snapshot: tuple[tuple[int, tuple[int, ...]], float, Snapshot] | None = None
@@ -151,6 +152,16 @@ class SchedulerView:
         self._supply = value
         self._version += 1
 
+    def classes_of(self, client_id: str) -> tuple[str, ...]:
+        """The eligibility classes admitting a recent client, as of the last supply estimate."""
+        cached = self._eligible.get(client_id)
+        return cached[1] if cached is not None else ()
+
+    def recent_clients(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """(client id, profile JSON, eligibility classes admitting it) of the recent clients, as of the last
+        supply estimate; a copy, so a caller may yield to the event loop while it reads."""
+        return [(client_id, raw, classes) for client_id, (raw, classes) in self._eligible.items()]
+
     def _changed(self, job_id: str) -> None:
         self._changes[job_id] = self._changes.get(job_id, 0) + 1
         self._version += 1
@@ -191,6 +202,7 @@ class SchedulerView:
         await self._hot.forget_clients_before(since)
         self.observations.forget_before(time.time() - KEEP_S)
         counts, self._eligible = await self._count(since)  # clients no longer recent are forgotten
+        self.estimates += 1
         self.supply = counts
         return self.supply
 

@@ -37,6 +37,7 @@ from propius.auth_cli import audit_app, devices_app, keys_app, with_api_key
 from propius.config import DEFAULT_POLICY, Settings
 from propius.explain import Eligibility, eligibility, explain, round_failure, waiting_for
 from propius.flower.cli import app as flower_app
+from propius.logs import LogFormat, setup_logging
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.simulator.cli import policy_options, simulate_command
@@ -174,12 +175,6 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every run of every tick at INFO
-
-
 # ---------------------------------------------------------------- the control plane
 
 
@@ -230,16 +225,23 @@ def up(
     policy_option: Annotated[list[str] | None, typer.Option(help="policy option key=value (repeatable)")] = None,
     data_dir: Path = Path("propius-data"),
     metrics_port: Annotated[int, typer.Option(help="serve Prometheus metrics on this port; 0: off")] = 0,
+    dashboard_port: Annotated[int, typer.Option(help="serve the dashboard page (and /metrics) on this port; "
+                                                     "0: off")] = 0,
+    log_format: Annotated[LogFormat | None, typer.Option(
+        help="text, json (JSON lines) or kv (key=value); default: PROPIUS_LOG_FORMAT, else text")] = None,
     auth: Annotated[str, typer.Option(envvar="PROPIUS_AUTH", help="keys: API keys and device credentials "
                                       "(docs/security.md); open: no authentication, for a demo only")] = "keys",
     verbose: bool = True,
 ) -> None:
     """Run the control plane and data plane in one process."""
     _interrupt_on_sigterm()
-    _setup_logging(verbose)
-    options = {"policy_options": policy_options(policy_option)} if policy_option else {}  # else PROPIUS_POLICY_OPTIONS
+    options: dict[str, Any] = {"policy_options": policy_options(policy_option)} if policy_option else {}
+    if log_format is not None:  # else PROPIUS_LOG_FORMAT, as PROPIUS_POLICY_OPTIONS above
+        options["log_format"] = log_format
     settings = Settings(redis_url=redis_url, database_url=database_url, host=host, port=port, policy=policy,
-                        data_dir=data_dir, metrics_port=metrics_port, auth=auth, **options)
+                        data_dir=data_dir, metrics_port=metrics_port, dashboard_port=dashboard_port,
+                        auth=auth, **options)
+    setup_logging(logging.INFO if verbose else logging.WARNING, settings.log_format)
     try:
         if redis_url:
             _run_plane(settings)
@@ -282,7 +284,7 @@ def _check_feasible(channel: grpc.Channel, spec: JobSpec, strict: bool) -> None:
         errors.print(Text("warning: ", style="yellow") + Text("eligible clients not checked: listing clients "
                                                              "needs an API key with the 'read' role"))
         return
-    if not supply.shortfall(spec):
+    if not supply.shortfall(spec.demand):
         return
     cause = (f"only {supply.eligible} eligible clients checked in within {window_s:g} s, fewer than the job's "
              f"demand of {spec.demand}: its rounds wait or fail until more come")

@@ -69,6 +69,16 @@ class Settings(BaseSettings):
     trace_export_dir: Path | None = Field(
         default=None, description="write each completed job's trace here as a CCL-Bench data point; None: off")
 
+    # --- observability (logs, dashboard) ---
+    log_format: Literal["text", "json", "kv"] = Field(
+        default="text", description="log lines: human-readable text, JSON lines, or key=value pairs; job, round "
+                                    "and client ids are fields in the last two")
+    dashboard_port: int = Field(default=0, ge=0, le=65535, description="the dashboard page, its JSON and /metrics "
+                                "on settings.host; 0: off. It shows job names and client ids")
+    dashboard_token: str = Field(default="", description="when set, every data request to the dashboard port "
+                                 "(/api/state, /metrics) must carry `Authorization: Bearer <token>`; the page "
+                                 "sends the one given after # in its address")
+
     # --- identities and authorization (AUTH, docs/security.md) ---
     auth: Literal["open", "keys"] = Field(
         default="keys", description="keys: every job call needs an API key and every device call a device "
