@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
+import grpc
 import typer
 
 from clients.device import AgentConfig, DeviceAgent
@@ -127,6 +128,9 @@ def serve(
     try:
         done = asyncio.run(_serve(server, identities, max_tasks, credentials, enroll_token))
     except asyncio.CancelledError:
+        raise typer.Exit(1) from None
+    except grpc.aio.AioRpcError as error:  # only enrolment raises: the devices retry their own failures
+        log.error("enrolment refused (%s): %s", error.code().name, error.details())
         raise typer.Exit(1) from None
     log.info("stopped after %d task(s)", sum(done.values()))
 

@@ -83,8 +83,9 @@ class Settings(BaseSettings):
     auth: Literal["open", "keys"] = Field(
         default="keys", description="keys: every job call needs an API key and every device call a device "
                                     "credential; open: no authentication (the demo and tests, explicitly)")
-    auth_cache_s: float = Field(default=5.0, ge=0, description="a key or device credential read from SQL is "
-                                "trusted this long; a revocation takes effect within it")
+    auth_cache_s: float = Field(default=60.0, ge=0, description="a key or device credential read from SQL is "
+                                "trusted this long (each device costs one SQL read per period); a revocation "
+                                "takes effect within it")
     key_rate_per_s: float = Field(default=50.0, gt=0, description="calls per second per API key (token bucket)")
     key_burst: int = Field(default=200, ge=1, description="calls an API key may make at once above its rate")
     device_rate_per_s: float = Field(default=20.0, gt=0, description="calls per second per device")
