@@ -15,6 +15,8 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import grpc
+
 from control_plane.errors import ServiceError
 from control_plane.identity_store import AuditRecord, IdentityStore
 from propius.specs import SpecError
@@ -54,7 +56,8 @@ class AuditLog:
         try:
             yield entry
         except ServiceError as error:
-            self.record(actor, method, entry.target, error.code.name)
+            if error.code != grpc.StatusCode.UNAUTHENTICATED:  # an unknown enrolment token: nobody to record
+                self.record(actor, method, entry.target, error.code.name)
             raise
         except SpecError:
             self.record(actor, method, entry.target, "INVALID_ARGUMENT")

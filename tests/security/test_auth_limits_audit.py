@@ -79,6 +79,8 @@ async def test_state_changes_are_audited_with_their_caller(settings):
         await stubs.jobs.CancelJob(ref, metadata=alice)
         await stubs.jobs.GetJob(pb.GetJobRequest(job_id=job.job_id), metadata=alice)  # a read: not audited
         _, token = plane.identities.create_enrolment(1, 60.0, time.time())
+        forged = pb.EnrollRequest(enrolment_token="pe_0123456789ab_" + "q" * 43, client_id="phone")
+        await refused(stubs.clients.Enroll(forged))  # an unknown token: no row either
         await stubs.clients.Enroll(pb.EnrollRequest(enrolment_token=str(token), client_id="phone"))
         await plane.audit.flush()
         rows = [(row.actor.split(":")[0], row.actor.split(":")[-1], row.method, row.target, row.outcome)
