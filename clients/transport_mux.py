@@ -134,7 +134,7 @@ class MultiplexedClients:
         self.ListClients = self._stub.ListClients  # not per device: stays unary
 
     async def CheckIn(self, request: pb.CheckInRequest, timeout: float | None = None,  # noqa: N802
-                     metadata: Metadata = ()) -> pb.CheckInResponse:
+                      metadata: Metadata = ()) -> pb.CheckInResponse:
         return await self._call("check_in", request, timeout, metadata)
 
     async def Accept(self, request: pb.AcceptRequest, timeout: float | None = None,  # noqa: N802
@@ -142,11 +142,11 @@ class MultiplexedClients:
         return await self._call("accept", request, timeout, metadata)
 
     async def Heartbeat(self, request: pb.HeartbeatRequest, timeout: float | None = None,  # noqa: N802
-                     metadata: Metadata = ()) -> pb.HeartbeatResponse:
+                        metadata: Metadata = ()) -> pb.HeartbeatResponse:
         return await self._call("heartbeat", request, timeout, metadata)
 
     async def Release(self, request: pb.ReleaseRequest, timeout: float | None = None,  # noqa: N802
-                     metadata: Metadata = ()) -> pb.ReleaseResponse:
+                      metadata: Metadata = ()) -> pb.ReleaseResponse:
         return await self._call("release", request, timeout, metadata)
 
     def _open(self) -> _Stream:

@@ -29,6 +29,7 @@ __all__ = ["JobService", "TraceExporter"]
 log = logging.getLogger(__name__)
 
 _MAX_SPEC_BYTES = 256 * 1024
+
 TraceExporter = Callable[[Store, str], Awaitable[Path | None]]
 """Writes a completed job's trace, read from the durable store, out of the control plane (e.g. as a CCL-Bench
 data point, :func:`propius.trace.export.data_point_exporter`); returns where it went, or None when nothing was written.
