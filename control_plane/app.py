@@ -2,7 +2,8 @@
 
 ``ControlPlane`` is what ``propius up`` runs and what tests start in-process; several instances on
 one Redis and database act as shards of client traffic (every shard serves every RPC; a round's
-uploads must reach the shard that opened it, see :mod:`control_plane.rounds`).
+uploads must reach the shard that opened it, see :mod:`control_plane.rounds`). It listens with TLS or
+mutual TLS, or in plaintext only when ``insecure`` is set (:mod:`control_plane.tls`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from propius.config import Settings
 
@@ -29,9 +31,30 @@ def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
                 "PROPIUS_TLS_KEY; `propius certs init` makes them), or ask for plaintext with insecure "
                 "(--insecure or PROPIUS_INSECURE=1)")
         return None
+    cert, key = _read(settings.tls_cert, "tls_cert"), _read(settings.tls_key, "tls_key")
     ca = _read(settings.tls_ca, "tls_ca") if settings.tls_ca is not None else None
-    return grpc.ssl_server_credentials([(_read(settings.tls_key, "tls_key"), _read(settings.tls_cert, "tls_cert"))],
-                                       root_certificates=ca, require_client_auth=settings.tls_require_client_cert)
+    _check_pem(settings, cert, key, ca)
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
+                                       require_client_auth=settings.tls_require_client_cert)
+
+
+def _check_pem(settings: Settings, cert: bytes, key: bytes, ca: bytes | None) -> None:
+    """gRPC reports a bad certificate or key only as a port it failed to add: say which file is wrong."""
+    try:
+        chain = x509.load_pem_x509_certificates(cert)
+    except ValueError:
+        raise TransportSecurityError(f"tls_cert {settings.tls_cert} holds no PEM certificate") from None
+    try:
+        private = serialization.load_pem_private_key(key, password=None)
+    except (ValueError, TypeError):
+        raise TransportSecurityError(f"tls_key {settings.tls_key} holds no unencrypted PEM private key") from None
+    if private.public_key() != chain[0].public_key():
+        raise TransportSecurityError(f"tls_key {settings.tls_key} is not the key of tls_cert {settings.tls_cert}")
+    if ca is not None:
+        try:
+            x509.load_pem_x509_certificates(ca)
+        except ValueError:
+            raise TransportSecurityError(f"tls_ca {settings.tls_ca} holds no PEM certificate") from None
 
 
 def _read(path: Path, setting: str) -> bytes:

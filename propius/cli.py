@@ -77,7 +77,8 @@ def _as_cli_error(error: Exception) -> CliError:
     if isinstance(error, ValidationError):  # settings from options or PROPIUS_* variables
         first = error.errors()[0]
         name = ".".join(str(part) for part in first["loc"])
-        return CliError(f"invalid {name}: {first['msg']}", "see `propius COMMAND --help`", code=2)
+        message = first["msg"].removeprefix("Value error, ")  # a check across settings names them itself
+        return CliError(f"invalid {name}: {message}" if name else message, "see `propius COMMAND --help`", code=2)
     return CliError(f"{type(error).__name__}: {_first_line(error)}",
                     "rerun with `propius --debug ...` for the traceback")
 

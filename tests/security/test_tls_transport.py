@@ -134,3 +134,13 @@ async def test_plaintext_is_asked_for_and_logged_as_a_warning(settings, caplog) 
     async with ControlPlane(settings) as plane:
         assert plane.transport == "plaintext"
     assert any(r.levelname == "WARNING" and "plaintext" in r.getMessage() for r in caplog.records)
+
+
+def test_a_wrong_certificate_file_is_named_before_anything_starts(settings, pki, no_plaintext) -> None:
+    tls = pki.server(settings)
+    with pytest.raises(TransportSecurityError, match="is not the key of tls_cert"):
+        ControlPlane(tls.model_copy(update={"tls_key": pki.directory / "alice.key"}))
+    with pytest.raises(TransportSecurityError, match="holds no PEM certificate"):
+        ControlPlane(tls.model_copy(update={"tls_cert": pki.directory / "alice.key"}))
+    with pytest.raises(TransportSecurityError, match="cannot read tls_ca"):
+        ControlPlane(tls.model_copy(update={"tls_ca": pki.directory / "missing.crt"}))
