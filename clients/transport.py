@@ -59,7 +59,7 @@ def channel_credentials(security: ChannelSecurity) -> grpc.ChannelCredentials | 
         if not _PlaintextNoted.done:
             _PlaintextNoted.done = True
             log.info("plaintext gRPC to the control plane (insecure): traffic and credentials are readable "
-                        "on the network")
+                     "on the network")
         return None
     read = lambda path: path.read_bytes() if path is not None else None  # noqa: E731
     return grpc.ssl_channel_credentials(root_certificates=read(security.tls_ca), private_key=read(security.tls_key),

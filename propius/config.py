@@ -80,7 +80,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _one_transport(self) -> Settings:
-        _check_pair(self.tls_cert, self.tls_key, self.insecure)
+        _check_transport(self.tls_cert, self.tls_key, self.tls_ca, self.insecure)
         if self.tls_require_client_cert and (self.tls_ca is None or self.tls_cert is None):
             raise ValueError("tls_require_client_cert needs tls_ca (the clients' CA) and tls_cert/tls_key")
         return self
@@ -119,14 +119,12 @@ class ChannelSecurity(BaseSettings):
 
     @model_validator(mode="after")
     def _one_transport(self) -> ChannelSecurity:
-        _check_pair(self.tls_cert, self.tls_key, self.insecure)
-        if self.insecure and self.tls_ca is not None:
-            raise ValueError("insecure (plaintext) and tls_ca exclude each other: choose one")
+        _check_transport(self.tls_cert, self.tls_key, self.tls_ca, self.insecure)
         return self
 
 
-def _check_pair(cert: Path | None, key: Path | None, insecure: bool) -> None:
+def _check_transport(cert: Path | None, key: Path | None, ca: Path | None, insecure: bool) -> None:
     if (cert is None) != (key is None):
         raise ValueError("tls_cert and tls_key go together: give both or neither")
-    if insecure and cert is not None:
-        raise ValueError("insecure (plaintext) and tls_cert exclude each other: choose one")
+    if insecure and (cert is not None or ca is not None):
+        raise ValueError("insecure (plaintext) and tls_cert/tls_ca exclude each other: choose one")

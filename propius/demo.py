@@ -141,7 +141,8 @@ def _traces_table(folder: Path, jobs: int) -> tuple[Table, bool]:
 def _log_above_progress(console: Console) -> None:
     """Warnings go through rich, so they print above the live progress display rather than inside it;
     APScheduler's "run time was missed" warnings (a busy machine) are no concern of the demo's user."""
-    logging.basicConfig(level=logging.WARNING, handlers=[RichHandler(console=console, show_path=False)])
+    logging.basicConfig(level=logging.WARNING, format="%(message)s",  # RichHandler shows the level and time
+                        handlers=[RichHandler(console=console, show_path=False)])
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
 
 
