@@ -217,8 +217,6 @@ def _run_plane(settings: Settings) -> None:
     import redis
     import sqlalchemy.exc
 
-    from control_plane.tls import TransportSecurityError
-
     try:
         asyncio.run(_serve(settings))
     except redis.RedisError as error:
@@ -229,13 +227,21 @@ def _run_plane(settings: Settings) -> None:
         database = sqlalchemy.engine.make_url(settings.resolved_database_url()).render_as_string(hide_password=True)
         raise CliError(f"cannot use the database {database}: {cause}",
                        "create it, or leave out --database-url for SQLite in --data-dir") from None
-    except TransportSecurityError as error:
-        raise CliError(str(error), "see docs/deploy.md", code=2) from None
     except OSError as error:
         if error.errno != errno.EADDRINUSE:
             raise
         raise CliError(error.strerror or str(error),
                        "stop the control plane already there, or pass another --port") from None
+
+
+def _check_transport(settings: Settings) -> None:
+    """Before an embedded Redis starts: a control plane that may not listen fails at once."""
+    from control_plane.tls import TransportSecurityError, server_credentials
+
+    try:
+        server_credentials(settings)
+    except TransportSecurityError as error:
+        raise CliError(str(error), "see docs/deploy.md", code=2) from None
 
 
 @app.command()
@@ -270,6 +276,7 @@ def up(
     options |= {"insecure": True} if insecure else {}
     settings = Settings(redis_url=redis_url, database_url=database_url, host=host, port=port, policy=policy,
                         data_dir=data_dir, metrics_port=metrics_port, **options)
+    _check_transport(settings)
     try:
         if redis_url:
             _run_plane(settings)

@@ -114,7 +114,7 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=60)
 
 
-async def test_the_cli_reaches_the_plane_with_its_tls_options(mtls_plane, pki, redis_url) -> None:
+async def test_the_cli_reaches_the_plane_with_its_tls_options(mtls_plane, pki, tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROPIUS_")} | {"PYTHONPATH": str(ROOT),
                                                                                     "COLUMNS": "200"}
     tls = ["--tls-ca", str(pki.ca), "--tls-cert", str(pki.directory / "alice.crt"),
@@ -122,11 +122,12 @@ async def test_the_cli_reaches_the_plane_with_its_tls_options(mtls_plane, pki, r
     listed, refused, unconfigured = await asyncio.gather(
         asyncio.to_thread(_cli, "jobs", "--server", mtls_plane.address, *tls, env=env),
         asyncio.to_thread(_cli, "jobs", "--server", mtls_plane.address, "--tls-ca", str(pki.ca), env=env),
-        asyncio.to_thread(_cli, "up", "--redis-url", redis_url, "--port", "0", env=env))
+        asyncio.to_thread(_cli, "up", "--port", "0", "--data-dir", str(tmp_path / "up"), env=env))
     assert listed.returncode == 0, listed.stderr
     assert "job id" in listed.stdout
     assert refused.returncode == 1 and "refused the connection" in refused.stderr and "--tls-cert" in refused.stderr
     assert unconfigured.returncode == 2 and "no TLS certificate" in unconfigured.stderr, unconfigured.stderr
+    assert not (tmp_path / "up").exists()  # refused before an embedded Redis or a database was started
 
 
 async def test_plaintext_is_asked_for_and_logged_as_a_warning(settings, caplog) -> None:
