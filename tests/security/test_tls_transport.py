@@ -13,10 +13,7 @@ import grpc
 import pytest
 from pydantic import ValidationError
 
-from clients.daemon import run_devices
-from clients.device import AgentConfig
 from clients.executors.models import initial_weights
-from clients.identity import simulated_devices
 from control_plane.app import ControlPlane
 from control_plane.tls import TransportSecurityError
 from propius.channels import async_channel
@@ -60,18 +57,22 @@ async def _list_jobs(address: str, security: ChannelSecurity) -> pb.ListJobsResp
 
 
 async def test_the_sdk_and_a_daemon_train_a_round_over_mutual_tls(mtls_plane, pki, tmp_path) -> None:
+    """``propius-client`` with its TLS options (a process, nothing from the environment) and the SDK."""
     assert mtls_plane.transport == "mtls"
-    stop = asyncio.Event()
-    devices = simulated_devices(2, 0, seed=1, state_dir=tmp_path / "devices")
-    config = AgentConfig(wait_s=2.0, idle_retry_s=0.1, backoff_initial_s=0.05)
-    serving = asyncio.create_task(run_devices(mtls_plane.address, devices, stop=stop, max_tasks=None, config=config,
-                                              security=pki.client()))
+    command = [sys.executable, "-m", "clients.daemon", "--server", mtls_plane.address, "--devices", "2",
+               "--max-tasks", "1", "--state-dir", str(tmp_path / "devices"), "--tls-ca", str(pki.ca),
+               "--tls-cert", str(pki.directory / "alice.crt"), "--tls-key", str(pki.directory / "alice.key")]
+    log = tmp_path / "daemon.log"
+    with log.open("w") as out:
+        daemon = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=_env())
     try:
         async with AsyncJob(SPEC, mtls_plane.address, security=pki.client()) as job:
-            result = await job.run_round(initial_weights(SPEC.task, seed=0), timeout_s=60)
+            result = await job.run_round(initial_weights(SPEC.task, seed=0), timeout_s=90)
+        assert await asyncio.to_thread(daemon.wait, 60) == 0, log.read_text()[-3000:]  # each device did its task
     finally:
-        stop.set()
-        await asyncio.wait_for(serving, 30)
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(10)
     assert result.info.results == 2 and result.tensors
 
 
@@ -109,14 +110,19 @@ def test_contradictory_settings_are_refused(pki) -> None:
         ChannelSecurity(tls_cert=pki.directory / "alice.crt")
 
 
+def _env() -> dict[str, str]:
+    """This checkout on the path, no ``PROPIUS_*`` setting: what a process gets is what its options say."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PROPIUS_")} | {"PYTHONPATH": str(ROOT),
+                                                                                   "COLUMNS": "200"}
+
+
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "propius.cli", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)
 
 
 async def test_the_cli_reaches_the_plane_with_its_tls_options(mtls_plane, pki, tmp_path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROPIUS_")} | {"PYTHONPATH": str(ROOT),
-                                                                                    "COLUMNS": "200"}
+    env = _env()
     tls = ["--tls-ca", str(pki.ca), "--tls-cert", str(pki.directory / "alice.crt"),
            "--tls-key", str(pki.directory / "alice.key")]
     listed, refused, unconfigured = await asyncio.gather(
