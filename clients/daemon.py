@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from clients.device import AgentConfig, DeviceAgent
 from clients.identity import DeviceIdentity, default_device_offset, detected_device, simulated_devices
 from clients.transport import Stubs, open_channel
+from propius.config import ChannelSecurity
 from propius.specs import AttributeValue, DeviceClass
 
 __all__ = ["app", "main", "run_devices"]
@@ -33,9 +35,11 @@ async def run_devices(
     stop: asyncio.Event,
     max_tasks: int | None,
     config: AgentConfig | None = None,
+    security: ChannelSecurity | None = None,
 ) -> dict[str, int]:
-    """Run every device against ``server`` until ``stop`` (or ``max_tasks`` each); client_id -> tasks done."""
-    async with open_channel(server) as channel:
+    """Run every device against ``server`` until ``stop`` (or ``max_tasks`` each); client_id -> tasks done.
+    ``security``: the channel's TLS settings (None: from the environment)."""
+    async with open_channel(server, security) as channel:
         stubs = Stubs.multiplexed(channel)  # the devices' client calls share one stream
         agents = [DeviceAgent(d, stubs, stop=stop, max_tasks=max_tasks, config=config) for d in devices]
         try:
@@ -45,7 +49,8 @@ async def run_devices(
     return {agent.client_id: count for agent, count in zip(agents, counts, strict=True)}
 
 
-async def _serve(server: str, devices: Sequence[DeviceIdentity], max_tasks: int | None) -> dict[str, int]:
+async def _serve(server: str, devices: Sequence[DeviceIdentity], max_tasks: int | None,
+                 security: ChannelSecurity) -> dict[str, int]:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
@@ -61,7 +66,7 @@ async def _serve(server: str, devices: Sequence[DeviceIdentity], max_tasks: int 
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    return await run_devices(server, devices, stop=stop, max_tasks=max_tasks)
+    return await run_devices(server, devices, stop=stop, max_tasks=max_tasks, security=security)
 
 
 def _parse_attribute(text: str) -> tuple[str, AttributeValue]:
@@ -75,6 +80,7 @@ def _parse_attribute(text: str) -> tuple[str, AttributeValue]:
 
 
 app = typer.Typer(add_completion=False)
+_PEM = {"exists": True, "dir_okay": False}  # a PEM file option: a missing file is a usage error
 
 
 @app.command()
@@ -93,9 +99,19 @@ def serve(
     attr: Annotated[list[str] | None, typer.Option(help="NAME=VALUE overriding a detected attribute")] = None,
     dataset_size: Annotated[int, typer.Option(min=1, help="private dataset size with --detect")] = 256,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+    tls_ca: Annotated[Path | None, typer.Option(**_PEM, help="CA the control plane's certificate must chain to; "
+                                                              "default: system roots (env PROPIUS_TLS_CA)")] = None,
+    tls_cert: Annotated[Path | None, typer.Option(**_PEM, help="this daemon's certificate, for a control plane "
+                                                                "that requires one (env PROPIUS_TLS_CERT)")] = None,
+    tls_key: Annotated[Path | None, typer.Option(**_PEM, help="its private key (env PROPIUS_TLS_KEY)")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="plaintext, no TLS (env PROPIUS_INSECURE=1)")] = False,
 ) -> None:
-    """Run devices against the control plane until SIGTERM/SIGINT (or --max-tasks each)."""
+    """Run devices against the control plane until SIGTERM/SIGINT (or --max-tasks each); TLS unless --insecure."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        security = ChannelSecurity.given(tls_ca, tls_cert, tls_key, insecure)
+    except ValidationError as error:
+        raise typer.BadParameter(error.errors()[0]["msg"]) from None
     if detect:
         overrides = dict(_parse_attribute(item) for item in attr or [])
         identities = [detected_device(seed, state_dir, device_class, overrides, dataset_size)]
@@ -104,7 +120,7 @@ def serve(
         identities = simulated_devices(devices, offset, seed, state_dir)
     log.info("%d device(s) against %s", len(identities), server)
     try:
-        done = asyncio.run(_serve(server, identities, max_tasks))
+        done = asyncio.run(_serve(server, identities, max_tasks, security))
     except asyncio.CancelledError:
         raise typer.Exit(1) from None
     log.info("stopped after %d task(s)", sum(done.values()))

@@ -29,11 +29,13 @@ import grpc
 import numpy as np
 
 from data_plane.tensors import decode, encode
+from propius.channels import async_channel
+from propius.config import ChannelSecurity
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
 
-__all__ = ["AsyncJob", "Job", "RoundFailed", "RoundResult"]
+__all__ = ["AsyncJob", "ChannelSecurity", "Job", "RoundFailed", "RoundResult"]
 
 T = TypeVar("T")
 ProgressCallback = Callable[[pb.RoundInfo], None]
@@ -106,6 +108,10 @@ class AsyncJob:
     export_trace : bool, default False
         On completion, the control plane writes the job's CCL-Bench data point
         (``completed.trace_dir`` names it).
+    security : ChannelSecurity or None, default None
+        TLS settings of the channel: ``ChannelSecurity(tls_ca=..., tls_cert=..., tls_key=...)``, or
+        ``ChannelSecurity(insecure=True)`` for plaintext; None: from ``PROPIUS_TLS_CA``, ``PROPIUS_TLS_CERT``,
+        ``PROPIUS_TLS_KEY``, ``PROPIUS_INSECURE`` (TLS with the system's roots when none is set).
 
     Attributes
     ----------
@@ -125,10 +131,12 @@ class AsyncJob:
     ...             weights = result.tensors
     ...     return weights
     """
-    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False) -> None:
+    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False,
+                 security: ChannelSecurity | None = None) -> None:
         """Prepare the job; nothing is sent until ``register`` (or ``async with``)."""
         self.spec = spec
         self.server = server
+        self.security = security if security is not None else ChannelSecurity()
         self.export_trace = export_trace
         self.job_id = ""
         self.token = ""
@@ -164,7 +172,7 @@ class AsyncJob:
         grpc.aio.AioRpcError
             INVALID_ARGUMENT naming the field when the server refuses the spec.
         """
-        self._channel = grpc.aio.insecure_channel(self.server, options=channel_options())
+        self._channel = async_channel(self.server, self.security, channel_options())
         self._jobs = pb_grpc.JobServiceStub(self._channel)
         self._data = pb_grpc.DataServiceStub(self._channel)
         reply = await retrying(lambda: self._jobs.RegisterJob(pb.RegisterJobRequest(spec_json=self.spec.to_json())))
@@ -400,6 +408,8 @@ class Job:
         The control plane's address, ``host:port``.
     export_trace : bool, default False
         On completion, the control plane writes the job's CCL-Bench data point.
+    security : ChannelSecurity or None, default None
+        TLS settings of the channel, as for :class:`AsyncJob`.
 
     Examples
     --------
@@ -412,8 +422,9 @@ class Job:
     ...         weights = job.run_round(weights, timeout_s=120).tensors
     """
 
-    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False) -> None:
-        self._async = AsyncJob(spec, server, export_trace=export_trace)
+    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False,
+                 security: ChannelSecurity | None = None) -> None:
+        self._async = AsyncJob(spec, server, export_trace=export_trace, security=security)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="propius-job", daemon=True)
         self._thread.start()
