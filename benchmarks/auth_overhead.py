@@ -122,6 +122,7 @@ def _measure(mode: str, n: int, concurrency: int, redis_url: str) -> dict:
             key, devices = "", [(uuid.uuid4().hex, "") for _ in range(n)]
         port = _free_port()
         env = {**os.environ, "PROPIUS_KEY_PREFIX": f"authbench{uuid.uuid4().hex[:8]}", "PROPIUS_AUTH": mode,
+               "PROPIUS_INSECURE": "1",  # plaintext on loopback, asked for explicitly
                "PROPIUS_DEVICE_BURST": "1000", "PROPIUS_AUTH_CACHE_S": "600"}
         command = [sys.executable, "-m", "propius.cli", "up", "--redis-url", redis_url, "--port", str(port),
                    "--data-dir", folder, "--database-url", database_url, "--no-verbose"]

@@ -13,8 +13,13 @@ Reports binds/s (first check-in to last accept), p50/p99 latency of check-in and
 milliseconds per bind of the control plane, the load processes and Redis (what a bind costs, whatever
 else the machine is doing), for each run and as medians over ``--repeat`` runs; writes JSON.
 
+Plaintext by default; ``--tls`` runs every scenario twice, in plaintext and with mutual TLS (the
+docker-compose deployment: certificates from ``propius certs init``, client certificates required), and
+reports what TLS costs per bind.
+
     python benchmarks/bind_throughput.py --clients 1000 10000 --load-procs 2 --concurrency 64 \\
         --transport mux unary --repeat 3
+    python benchmarks/bind_throughput.py --clients 2000 --repeat 1 --tls
 """
 
 from __future__ import annotations
@@ -32,12 +37,14 @@ import time
 import uuid
 from pathlib import Path
 
-import grpc
 import numpy as np
 import psutil
 import redis
 
+from clients.transport import open_channel
 from clients.transport_mux import MultiplexedClients
+from propius.certs import init_certs
+from propius.config import ChannelSecurity
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
@@ -49,8 +56,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_control_plane(redis_url: str, prefix: str, port: int, data_dir: Path, shard: int) -> subprocess.Popen:
-    env = {**os.environ, "PROPIUS_KEY_PREFIX": prefix, "PROPIUS_CLIENT_TTL_S": "600", "PROPIUS_AUTH": "open"}
+SECURITIES = ("plaintext", "mtls")
+
+
+def client_security(security: str, certs: Path | None) -> ChannelSecurity:
+    """A load client's channel: plaintext, or mutual TLS with the ``bench`` certificate in ``certs``."""
+    if security == "plaintext" or certs is None:
+        return ChannelSecurity(insecure=True)
+    return ChannelSecurity(tls_ca=certs / "ca.crt", tls_cert=certs / "bench.crt", tls_key=certs / "bench.key")
+
+
+def server_security_env(security: str, certs: Path | None) -> dict[str, str]:
+    """The control plane's ``PROPIUS_*`` transport settings."""
+    if security == "plaintext" or certs is None:
+        return {"PROPIUS_INSECURE": "1"}
+    return {"PROPIUS_INSECURE": "0", "PROPIUS_TLS_CERT": str(certs / "server.crt"),
+            "PROPIUS_TLS_KEY": str(certs / "server.key"), "PROPIUS_TLS_CA": str(certs / "ca.crt"),
+            "PROPIUS_TLS_REQUIRE_CLIENT_CERT": "1"}
+
+
+def start_control_plane(redis_url: str, prefix: str, port: int, data_dir: Path, shard: int,
+                        security_env: dict[str, str]) -> subprocess.Popen:
+    env = {**os.environ, "PROPIUS_KEY_PREFIX": prefix, "PROPIUS_CLIENT_TTL_S": "600", "PROPIUS_AUTH": "open",
+           **security_env}
     command = [sys.executable, "-m", "propius.cli", "up", "--redis-url", redis_url, "--port", str(port),
                "--data-dir", str(data_dir), "--database-url", f"sqlite:///{data_dir / 'propius.db'}",
                "--no-verbose"]
@@ -58,15 +86,15 @@ def start_control_plane(redis_url: str, prefix: str, port: int, data_dir: Path, 
                             stderr=open(data_dir / f"shard-{shard}.log", "w"))  # noqa: SIM115
 
 
-async def wait_ready(address: str, timeout_s: float = 30) -> None:
-    async with grpc.aio.insecure_channel(address) as channel:
+async def wait_ready(address: str, security: ChannelSecurity, timeout_s: float = 30) -> None:
+    async with open_channel(address, security, options=[]) as channel:
         await asyncio.wait_for(channel.channel_ready(), timeout_s)
 
 
-async def register_jobs(address: str, n_clients: int, n_jobs: int) -> None:
+async def register_jobs(address: str, n_clients: int, n_jobs: int, security: ChannelSecurity) -> None:
     """K jobs with one open round each, with enough slots for every client (over-selection 1.0)."""
     demand = -(-n_clients // n_jobs)
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address, security, options=[]) as channel:
         jobs_stub = pb_grpc.JobServiceStub(channel)
         for j in range(n_jobs):
             spec = JobSpec.parse({"name": f"bench-{j}", "demand": demand, "over_selection": 1.0,
@@ -75,13 +103,14 @@ async def register_jobs(address: str, n_clients: int, n_jobs: int) -> None:
             await jobs_stub.StartRound(pb.StartRoundRequest(job_id=reply.job_id, job_token=reply.job_token))
 
 
-async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[str], transport: str) -> dict:
+async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[str], transport: str,
+               security: ChannelSecurity) -> dict:
     """One load process: each client checks in, then accepts its first offer (the next on round_full).
 
     ``unary``: one CheckIn and one Accept RPC per client. ``mux``: the process is a client daemon hosting
     its clients, whose calls share one Multiplex stream per control plane (what ``propius-client`` does).
     """
-    channels = [grpc.aio.insecure_channel(a) for a in addresses]
+    channels = [open_channel(a, security, options=[]) for a in addresses]
     stubs = [MultiplexedClients(c) if transport == "mux" else pb_grpc.ClientServiceStub(c) for c in channels]
     checkin_ms: list[float] = []
     accept_ms: list[float] = []
@@ -124,7 +153,9 @@ async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[st
 
 def worker_main(args: argparse.Namespace) -> None:
     """A load process started by main(): prints its raw measurements as JSON on stdout."""
-    print(json.dumps(asyncio.run(load(args.clients[0], args.jobs, args.concurrency, args.address, args.transport[0]))))
+    security = client_security(args.security, args.certs)
+    print(json.dumps(asyncio.run(load(args.clients[0], args.jobs, args.concurrency, args.address, args.transport[0],
+                                      security))))
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -149,17 +180,20 @@ def redis_pid(url: str) -> int | None:
 
 
 def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_pids: list[int]) -> dict:
+    security = client_security(args.security_now, args.certs)
+
     async def prepare() -> None:
         for address in addresses:
-            await wait_ready(address)
-        await register_jobs(addresses[0], n, args.jobs)
+            await wait_ready(address, security)
+        await register_jobs(addresses[0], n, args.jobs, security)
 
     asyncio.run(prepare())
     per = -(-n // args.load_procs)
     workers = [
         subprocess.Popen([sys.executable, __file__, "--worker", "--clients", str(min(per, n - i * per)),
                           "--jobs", str(args.jobs), "--concurrency", str(args.concurrency // args.load_procs),
-                          "--transport", args.transport_now,
+                          "--transport", args.transport_now, "--security", args.security_now,
+                          *(["--certs", str(args.certs)] if args.certs else []),
                           "--address", *addresses], stdout=subprocess.PIPE, text=True)
         for i in range(args.load_procs)
     ]
@@ -184,7 +218,8 @@ def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_
     bound = outcomes.get("bound", 0)
     pct = lambda values, q: round(float(np.percentile(values, q)), 3)  # noqa: E731
     return {
-        "clients": n, "transport": args.transport_now, "jobs": args.jobs, "concurrency": args.concurrency,
+        "clients": n, "transport": args.transport_now, "security": args.security_now, "jobs": args.jobs,
+        "concurrency": args.concurrency,
         "shards": len(addresses),
         "load_processes": args.load_procs, "wall_s": round(wall, 3),
         "wall_with_process_startup_s": round(wall_with_startup, 3), "binds": bound,
@@ -211,36 +246,52 @@ def main() -> None:
                         help="mux: each load process multiplexes its clients' calls on one stream, like "
                              "propius-client; unary: one RPC per call")
     parser.add_argument("--repeat", type=int, default=1, help="runs per (transport, N); medians are reported")
+    parser.add_argument("--tls", action="store_true", help="run each scenario in plaintext and with mutual TLS, "
+                                                           "side by side, and report the cost of TLS per bind")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bind_throughput.json"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--address", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--security", choices=SECURITIES, default="plaintext", help=argparse.SUPPRESS)
+    parser.add_argument("--certs", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker_main(args)
         return
 
     redis.Redis.from_url(args.redis_url).ping()
+    if args.tls:  # one CA for the whole run; the load's client certificate is `bench`
+        args.certs = Path(tempfile.mkdtemp(prefix="propius-bench-certs-"))
+        init_certs(args.certs, clients=["bench"])
     results = []
     for transport in args.transport:
         for n in args.clients:
-            for run in range(args.repeat):
+            securities = SECURITIES if args.tls else SECURITIES[:1]  # --tls: both, side by side, same N and run
+            for run, security in ((run, security) for run in range(args.repeat) for security in securities):
+                args.security_now = security
                 result = run_once(n, transport, args)
                 result["run"] = run
                 results.append(result)
-                print(f"N={n} {transport} K={args.jobs} shards={args.shards} load procs={args.load_procs} "
-                      f"run {run + 1}/{args.repeat}: {result['binds_per_s']:.1f} binds/s, "
+                print(f"N={n} {transport} {security} K={args.jobs} shards={args.shards} "
+                      f"load procs={args.load_procs} run {run + 1}/{args.repeat}: {result['binds_per_s']:.1f} binds/s, "
                       f"check-in p50 {result['checkin_ms']['p50']} ms p99 {result['checkin_ms']['p99']} ms, "
                       f"accept p50 {result['accept_ms']['p50']} ms p99 {result['accept_ms']['p99']} ms, "
                       f"outcomes {result['outcomes']}; CPU ms/bind {result['cpu_ms_per_bind']}; "
                       f"load avg {result['loadavg_1m']}", flush=True)
     summary = summarize(results)
     for row in summary:
-        print(f"median of {row['runs']} runs, N={row['clients']} {row['transport']}: {row['binds_per_s']} binds/s, "
+        print(f"median of {row['runs']} runs, N={row['clients']} {row['transport']} {row['security']}: "
+              f"{row['binds_per_s']} binds/s, "
               f"check-in p50 {row['checkin_ms']['p50']} p99 {row['checkin_ms']['p99']} ms, "
               f"accept p50 {row['accept_ms']['p50']} p99 {row['accept_ms']['p99']} ms, "
               f"control-plane CPU {row['control_plane_cpu_ms_per_bind']} ms/bind")
+    costs = tls_costs(summary)
+    for cost in costs:
+        print(f"TLS cost, N={cost['clients']} {cost['transport']}: binds/s x{cost['binds_per_s_ratio']}, "
+              f"control-plane CPU +{cost['control_plane_cpu_ms_per_bind']} ms/bind, "
+              f"load-generator CPU +{cost['load_generator_cpu_ms_per_bind']} ms/bind")
     report = {"benchmark": "bind_throughput", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-              "command": " ".join(sys.argv), "redis_url": args.redis_url, "medians": summary, "runs": results}
+              "command": " ".join(sys.argv), "redis_url": args.redis_url, "medians": summary, "tls_cost": costs,
+              "runs": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out}")
@@ -256,8 +307,9 @@ def run_once(n: int, transport: str, args: argparse.Namespace) -> dict:
     processes = []
     try:
         for i, port in enumerate(ports):  # one after the other: shards share the database's schema creation
-            processes.append(start_control_plane(args.redis_url, prefix, port, data_dir, i))
-            asyncio.run(wait_ready(addresses[i]))
+            processes.append(start_control_plane(args.redis_url, prefix, port, data_dir, i,
+                                                 server_security_env(args.security_now, args.certs)))
+            asyncio.run(wait_ready(addresses[i], client_security(args.security_now, args.certs)))
         return run_scenario(n, args, addresses, [process.pid for process in processes])
     finally:
         for process in processes:
@@ -270,21 +322,38 @@ def run_once(n: int, transport: str, args: argparse.Namespace) -> dict:
 
 
 def summarize(results: list[dict]) -> list[dict]:
-    """Medians per (transport, N) over the repeated runs."""
-    groups: dict[tuple[str, int], list[dict]] = {}
+    """Medians per (transport, security, N) over the repeated runs."""
+    groups: dict[tuple[str, str, int], list[dict]] = {}
     for result in results:
-        groups.setdefault((result["transport"], result["clients"]), []).append(result)
+        groups.setdefault((result["transport"], result["security"], result["clients"]), []).append(result)
     median = lambda values: round(float(np.median(values)), 3)  # noqa: E731
     return [
-        {"transport": transport, "clients": n, "runs": len(runs),
+        {"transport": transport, "security": security, "clients": n, "runs": len(runs),
          "binds_per_s": median([r["binds_per_s"] for r in runs]),
          "checkin_ms": {q: median([r["checkin_ms"][q] for r in runs]) for q in ("p50", "p99")},
          "accept_ms": {q: median([r["accept_ms"][q] for r in runs]) for q in ("p50", "p99")},
          "control_plane_cpu_ms_per_bind": median([r["cpu_ms_per_bind"]["control_plane"] for r in runs]),
          "load_generator_cpu_ms_per_bind": median([r["cpu_ms_per_bind"]["load_generator"] for r in runs]),
          "loadavg_1m": [r["loadavg_1m"]["before"] for r in runs]}
-        for (transport, n), runs in groups.items()
+        for (transport, security, n), runs in groups.items()
     ]
+
+
+def tls_costs(summary: list[dict]) -> list[dict]:
+    """Per (transport, N) run both ways: mutual TLS against plaintext, in binds/s and CPU ms per bind."""
+    rows = {(row["transport"], row["clients"], row["security"]): row for row in summary}
+    costs = []
+    for (transport, n, security), tls in rows.items():
+        plain = rows.get((transport, n, "plaintext"))
+        if security == "plaintext" or plain is None:
+            continue
+        costs.append({
+            "transport": transport, "clients": n, "security": security,
+            "binds_per_s_ratio": round(tls["binds_per_s"] / max(plain["binds_per_s"], 1e-9), 3),
+            **{key: round(tls[key] - plain[key], 3)
+               for key in ("control_plane_cpu_ms_per_bind", "load_generator_cpu_ms_per_bind")},
+        })
+    return costs
 
 
 if __name__ == "__main__":

@@ -167,7 +167,8 @@ class Cluster:
 
     def _env(self) -> dict[str, str]:
         path = os.pathsep.join([str(REPO), str(self._plugin_dir), os.environ.get("PYTHONPATH", "")])
-        return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+        # plaintext on loopback, asked for explicitly (docs/deploy.md)
+        return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "PROPIUS_INSECURE": "1"}
 
     def start_redis(self) -> None:
         command = ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",

@@ -2,7 +2,8 @@
 
 ``ControlPlane`` is what ``propius up`` runs and what tests start in-process; several instances on
 one Redis and database act as shards of client traffic (every shard serves every RPC; a round's
-uploads must reach the shard that opened it, see :mod:`control_plane.rounds`).
+uploads must reach the shard that opened it, see :mod:`control_plane.rounds`). It listens with TLS or
+mutual TLS, or in plaintext only when ``insecure`` is set (:mod:`control_plane.tls`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
 from control_plane.scheduling.class_queues import class_queues, waiting_by_class
 from control_plane.store import Store
+from control_plane.tls import server_credentials
 from control_plane.wire import DecodeGuard
 from policies import load_policy
 from propius.config import Settings
@@ -75,6 +77,7 @@ class ControlPlane:
             raise ValueError("ControlPlane needs a redis_url; `propius up` starts an embedded one")
         if settings.trace_export_dir is not None and trace_exporter is None:
             log.warning("trace_export_dir is set but the control plane has no trace exporter: no job is exported")
+        self.credentials = server_credentials(settings)  # before any connection: a plane that may not listen fails fast
         self.settings = settings
         self.trace_exporter = trace_exporter
         # Blocking pools: under a burst, requests queue for a connection instead of failing.
@@ -130,6 +133,13 @@ class ControlPlane:
         return self.dashboard_server.port if self.dashboard_server is not None else 0
 
     @property
+    def transport(self) -> str:
+        """plaintext, tls or mtls: how clients reach this plane."""
+        if self.credentials is None:
+            return "plaintext"
+        return "mtls" if self.settings.tls_require_client_cert else "tls"
+
+    @property
     def address(self) -> str:
         return f"{self.settings.host}:{self.port}"
 
@@ -169,12 +179,18 @@ class ControlPlane:
             add(servicer, DecodeGuard(self.server))  # undecodable requests: INVALID_ARGUMENT
         address = f"{self.settings.host}:{self.settings.port}"
         try:
-            self.port = self.server.add_insecure_port(address)
+            if self.credentials is None:
+                self.port = self.server.add_insecure_port(address)
+            else:
+                self.port = self.server.add_secure_port(address, self.credentials)
         except RuntimeError:  # gRPC's "Failed to bind": the port is taken (or the host is not ours)
             self.port = 0
         if self.port == 0:
             raise OSError(errno.EADDRINUSE, f"cannot listen on {address}: the address is in use or not local")
         await self.server.start()
+        if self.credentials is None:
+            log.warning("listening in plaintext (insecure) on %s: anyone on the network can read and forge its "
+                        "traffic", self.address)
         self.scheduler.start()
         if self.settings.metrics_port:
             self.metrics.serve(self.settings.metrics_port, self.settings.host)
@@ -184,8 +200,8 @@ class ControlPlane:
                 self.metrics.exposition, asyncio.get_running_loop())
             self.dashboard_server.start()
         _freeze_startup_heap()
-        log.info("control plane listening on %s (policy %s, auth %s)", self.address, self.settings.policy,
-                 self.settings.auth)
+        log.info("control plane listening on %s (%s, policy %s, auth %s)", self.address, self.transport,
+                 self.settings.policy, self.settings.auth)
         if self.settings.auth == "open":
             log.warning("auth is open: anyone who reaches %s may submit, read and drive any job and check in as "
                         "any client (docs/security.md)", self.address)

