@@ -18,10 +18,14 @@ from clients.enrolment import Credentials
 from clients.executors.models import initial_weights
 from clients.identity import simulated_devices
 from data_plane.tensors import encode
+from propius.certs import init_certs
+from propius.channels import async_channel
 from propius.proto import propius_pb2 as pb
+from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.sdk import AsyncJob
 from propius.specs import JobSpec
 from tests.security.auth_setup import Stubs, api_key, enrolled, footprint, keyed_plane, refused
+from tests.security.tls_setup import Pki
 
 UNAUTHENTICATED, DENIED = grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED
 
@@ -137,3 +141,17 @@ async def test_a_daemon_enrols_once_and_reuses_its_credentials(plane, tmp_path):
     assert all(Credentials(path).get(device.client_id).startswith("pd_") for device in devices)
     await one_round()  # the token is used up: the restart works only by reusing the stored credentials
     assert {record.client_id for record in plane.identities.devices()} == {device.client_id for device in devices}
+
+
+async def test_under_mutual_tls_a_certificate_names_its_device(settings, tmp_path, monkeypatch):
+    monkeypatch.delenv("PROPIUS_INSECURE", raising=False)  # the suite's plaintext default (tests/conftest.py)
+    init_certs(tmp_path / "pki", clients=["phone-cn"])
+    pki = Pki(tmp_path / "pki")
+    async with (keyed_plane(pki.server(settings)) as plane,
+                async_channel(plane.address, pki.client("phone-cn")) as channel):
+        clients = pb_grpc.ClientServiceStub(channel)
+        reply = await clients.CheckIn(_check_in("phone-cn"))  # no credential: the certificate's CN is the id
+        assert reply.client_id == "phone-cn"
+        assert await refused(clients.CheckIn(_check_in("phone-other"))) == DENIED
+        stranger = enrolled(plane, "phone-other")["phone-other"]  # a credential still names its own device
+        assert (await clients.CheckIn(_check_in("phone-other"), metadata=stranger)).client_id == "phone-other"
