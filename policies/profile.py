@@ -123,13 +123,15 @@ class Profile(BaseModel):
 def load_profile(source: Path | str | Mapping[str, Any]) -> Profile:
     """A profile from a YAML file's path or an already parsed mapping (inline settings); checked by building it.
 
-    Raises ProfileError for a file that is not a valid profile, OSError for one that cannot be read.
+    Raises ProfileError for a file that cannot be read or is not a valid profile.
     """
-    data = yaml.safe_load(Path(source).read_text()) if isinstance(source, (str, Path)) else source
+    where = source if isinstance(source, (str, Path)) else "inline profile"
     try:
+        data = yaml.safe_load(Path(source).read_text()) if isinstance(source, (str, Path)) else source
         profile = Profile.model_validate(data)
+    except (OSError, yaml.YAMLError) as error:
+        raise ProfileError(f"cannot read profile {where}: {error}") from None
     except ValidationError as error:
-        where = source if isinstance(source, (str, Path)) else "inline profile"
         raise ProfileError(f"{where}: not a profile: {error}") from None
     profile.built()
     return profile

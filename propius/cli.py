@@ -222,6 +222,8 @@ def up(
     port: int = 50051,
     policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = DEFAULT_POLICY,
     policy_option: Annotated[list[str] | None, typer.Option(help="policy option key=value (repeatable)")] = None,
+    policy_profile: Annotated[Path | None, typer.Option(
+        help="a policy profile YAML (docs/policies.md); replaces --policy")] = None,
     data_dir: Path = Path("propius-data"),
     metrics_port: Annotated[int, typer.Option(help="serve Prometheus metrics on this port; 0: off")] = 0,
     verbose: bool = True,
@@ -229,7 +231,9 @@ def up(
     """Run the control plane and data plane in one process."""
     _interrupt_on_sigterm()
     _setup_logging(verbose)
-    options = {"policy_options": policy_options(policy_option)} if policy_option else {}  # else PROPIUS_POLICY_OPTIONS
+    options: dict[str, object] = {"policy_options": policy_options(policy_option)} if policy_option else {}
+    if policy_profile is not None:  # else PROPIUS_POLICY_OPTIONS and PROPIUS_POLICY_PROFILE
+        options["policy_profile"] = policy_profile
     settings = Settings(redis_url=redis_url, database_url=database_url, host=host, port=port, policy=policy,
                         data_dir=data_dir, metrics_port=metrics_port, **options)
     try:

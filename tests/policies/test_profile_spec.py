@@ -1,0 +1,107 @@
+"""Profiles: loaded from YAML or settings, round-tripped, overridden, and refused by name when wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from policies import (
+    PolicyOptionError,
+    Profile,
+    ProfileError,
+    ProfilePolicy,
+    PropiusPolicy,
+    configured_policy,
+    load_policy,
+    load_profile,
+    shipped_profile,
+)
+from policies.plugins.starvation_bound import StarvationBound
+from propius.config import Settings
+
+GOOD = """\
+name: mine
+plugins:
+  - plugin: srsf
+  - plugin: starvation_bound
+    options: {slowdown: 4}
+  - plugin: straggler_guard
+    options: {slack: 0.5}
+"""
+
+
+def test_a_profile_file_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(GOOD)
+    profile = load_profile(path)
+    again = tmp_path / "again.yaml"
+    again.write_text(profile.to_yaml())
+    assert load_profile(again) == profile
+    for name in ("default", "makespan"):
+        assert Profile.model_validate_json(shipped_profile(name).model_dump_json()) == shipped_profile(name)
+    policy = profile.policy()
+    assert isinstance(policy, ProfilePolicy) and policy.profile == "mine"
+    assert [p.name for p in policy.plugins] == ["srsf", "starvation_bound", "straggler_guard"]
+    assert policy.plugin("starvation_bound") == StarvationBound(slowdown=4)
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ("name: x\nplugins: [{plugin: srfs}]", r"profile 'x': unknown plug-in 'srfs'; known: .*srsf"),
+    ("name: x\nplugins: [{plugin: doom_guard, options: {min: 5}}]", r"plug-in 'doom_guard': option min: Extra"),
+    ("name: x\nplugins: [{plugin: doom_guard, options: {min_s: -5}}]",
+     r"plug-in 'doom_guard': option min_s=-5: Input should be greater than or equal to 0"),
+    ("name: x\nplugins: [{plugin: starvation_bound, options: {slowdown: fast}}]",
+     r"plug-in 'starvation_bound': option slowdown='fast': Input should be a valid number"),
+    ("name: x\nplugins: [{plugin: srsf}, {plugin: longest_first}]", r"srsf, longest_first all fill the 'sort'"),
+    ("name: x\nplugin: [{plugin: srsf}]", r"not a profile"),
+])
+def test_a_bad_profile_is_refused_naming_the_plugin_and_option(tmp_path: Path, text: str, named: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ProfileError, match=named):
+        load_profile(path)
+    with pytest.raises(PolicyOptionError, match=named):  # what the CLI and the control plane catch
+        load_policy(f"profile:{path}")
+
+
+def test_a_missing_file_is_a_profile_error(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match="cannot read profile"):
+        load_policy(f"profile:{tmp_path / 'none.yaml'}")
+
+
+def test_overrides_drop_add_and_set_plugins() -> None:
+    base = shipped_profile("default")
+    names = lambda profile: [spec.plugin for spec in profile.plugins]  # noqa: E731
+    assert "speed_tiers" not in names(base.overridden({"speed_tiers": False}))
+    assert names(base.overridden({"longest_first": True}))[-1] == "longest_first"
+    assert "srsf" not in names(base.overridden({"longest_first": True}))  # one sort plug-in
+    slack = base.overridden({"straggler_guard.slack": 0.5}).policy().plugin("straggler_guard")
+    assert slack is not None and slack.slack == 0.5  # type: ignore[attr-defined]
+    assert base.overridden({"straggler_guard": {"slack": 0.5}}) == base.overridden({"straggler_guard.slack": 0.5})
+    with pytest.raises(ProfileError, match="unknown plug-in 'scarce_first'"):
+        base.overridden({"scarce_first": True})
+    with pytest.raises(ProfileError, match=r"option speed_tiers='maybe'"):
+        base.overridden({"speed_tiers": "maybe"})
+    with pytest.raises(ProfileError, match=r"plug-in 'straggler_guard': option slack=-2"):
+        PropiusPolicy(**{"straggler_guard.slack": -2})
+
+
+def test_the_default_policy_is_the_default_profile() -> None:
+    assert PropiusPolicy().plugins == shipped_profile("default").policy().plugins
+    assert isinstance(load_policy("propius"), PropiusPolicy)
+    assert PropiusPolicy().plugin("starvation_bound") is not None  # the bound is on by default
+
+
+def test_settings_name_a_profile_by_path_or_inline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(GOOD)
+    monkeypatch.setenv("PROPIUS_POLICY_PROFILE", str(path))
+    settings = Settings()
+    policy = configured_policy(settings.policy, settings.policy_options, settings.policy_profile)
+    assert isinstance(policy, ProfilePolicy) and policy.profile == "mine"
+    monkeypatch.setenv("PROPIUS_POLICY_PROFILE", '{"name": "inline", "plugins": [{"plugin": "srsf"}]}')
+    monkeypatch.setenv("PROPIUS_POLICY_OPTIONS", '{"fastest_wake": true}')
+    settings = Settings()
+    inline = configured_policy(settings.policy, settings.policy_options, settings.policy_profile)
+    assert isinstance(inline, ProfilePolicy) and [p.name for p in inline.plugins] == ["srsf", "fastest_wake"]
