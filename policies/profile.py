@@ -121,11 +121,14 @@ class Profile(BaseModel):
 
 
 def load_profile(source: Path | str | Mapping[str, Any]) -> Profile:
-    """A profile from a YAML file's path or an already parsed mapping (inline settings); checked by building it.
+    """A profile from a YAML file's path, a shipped profile's name (``default``, ``makespan``: where no such file
+    exists), or an already parsed mapping (inline settings); checked by building it.
 
     Raises ProfileError for a file that cannot be read or is not a valid profile.
     """
     where = source if isinstance(source, (str, Path)) else "inline profile"
+    if isinstance(source, (str, Path)) and not Path(source).exists() and (SHIPPED / f"{source}.yaml").is_file():
+        source = SHIPPED / f"{source}.yaml"
     try:
         data = yaml.safe_load(Path(source).read_text()) if isinstance(source, (str, Path)) else source
         profile = Profile.model_validate(data)

@@ -91,6 +91,8 @@ def test_the_default_policy_is_the_default_profile() -> None:
     assert PropiusPolicy().plugins == shipped_profile("default").policy().plugins
     assert isinstance(load_policy("propius"), PropiusPolicy)
     assert PropiusPolicy().plugin("starvation_bound") is not None  # the bound is on by default
+    makespan = load_policy("profile:makespan")  # a shipped profile by name
+    assert isinstance(makespan, ProfilePolicy) and makespan.profile == "makespan" and makespan.wants_fastest_fill
 
 
 def test_settings_name_a_profile_by_path_or_inline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

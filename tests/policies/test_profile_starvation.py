@@ -1,14 +1,17 @@
-"""The starvation bound: a job past its due time is served first and offered to every client."""
+"""The starvation bound: a job past its due time is served first and offered to every client, so one huge job
+among a stream of small ones finishes within the bound."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from policies import ClientEstimate, JobView, ProfilePolicy, SchedulingContext
+from policies import ClientEstimate, JobView, ProfilePolicy, SchedulingContext, load_policy
 from policies.plugins.class_order import ClassOrder
 from policies.plugins.speed_tiers import SpeedTiers
 from policies.plugins.srsf import SmallestRemainingFirst
 from policies.plugins.starvation_bound import StarvationBound
+from propius.simulator import PopulationModel, SimConfig, Simulation, Workload, make_population
+from propius.simulator.availability import AvailabilityModel
 
 CLIENT = {"device_class": "edge"}
 
@@ -61,3 +64,36 @@ def test_an_overdue_job_is_offered_to_every_client_ahead_of_its_class_group(view
     # Overdue: first, and not pinned.
     assert ids(SchedulingContext(now=2500.0, supply_by_class=supply, client=slow, speed_tiers=(0.02, 0.05))) == [
         "huge", "strict"]
+
+
+def _job(name: str, arrival_s: float, demand: int, rounds: int) -> dict:
+    # Rounds time out 40 + 60 = 100 s after they open; a task takes about 15 s.
+    return {"name": name, "arrival_s": arrival_s, "demand": demand, "rounds": rounds, "over_selection": 1.3,
+            "schedule_timeout_s": 40, "execution_timeout_s": 60, "model_size_kbit": 20_000, "local_steps": 5,
+            "batch_size": 10}
+
+
+def test_one_huge_job_among_a_stream_of_small_ones_finishes_within_the_bound() -> None:
+    """60 always-online clients; a job of 3 rounds x 45 results among 2-round jobs of 15 arriving every 8 s
+    for 2,800 s, which alone keep most clients busy. SRSF always prefers the small jobs."""
+    workload = Workload.model_validate({"name": "stream", "clients": 60, "jobs": [
+        _job("huge", 5.0, 45, 3), *(_job(f"small-{i:03d}", 8.0 * i, 15, 2) for i in range(350))]})
+    model = PopulationModel(availability=AvailabilityModel(mode="always"), days=1)
+    slowdown, limit, rounds = StarvationBound().slowdown, 100.0, 3
+
+    def run(**options: object) -> Simulation:
+        sim = Simulation(workload, make_population(60, 0, model), load_policy("propius", **options), SimConfig(seed=0))
+        sim.run()
+        return sim
+
+    bounded = run()
+    huge_job = next(job for job in bounded.jobs if job.workload.name == "huge")
+    closes = [r.closed_at for r in huge_job.history if r.succeeded]
+    assert len(closes) == rounds
+    # Round k is due by 5 + slowdown x k x limit at the latest, and then takes at most one round limit.
+    for k, closed_at in enumerate(closes, start=1):
+        assert closed_at <= 5.0 + slowdown * k * limit + limit, (k, closed_at)
+    unbounded = run(starvation_bound=False)
+    starved = next(job for job in unbounded.jobs if job.workload.name == "huge")
+    assert starved.finished_at is not None and starved.finished_at > 5.0 + slowdown * rounds * limit + limit
+    assert all(job.finished_at is not None for job in bounded.jobs)  # the small jobs still all finish
