@@ -127,8 +127,8 @@ def load_profile(source: Path | str | Mapping[str, Any]) -> Profile:
     Raises ProfileError for a file that cannot be read or is not a valid profile.
     """
     where = source if isinstance(source, (str, Path)) else "inline profile"
-    if isinstance(source, (str, Path)) and not Path(source).exists() and (SHIPPED / f"{source}.yaml").is_file():
-        source = SHIPPED / f"{source}.yaml"
+    if isinstance(source, (str, Path)) and str(source).isidentifier() and not Path(source).exists():
+        source = SHIPPED / f"{source}.yaml"  # a shipped profile's name
     try:
         data = yaml.safe_load(Path(source).read_text()) if isinstance(source, (str, Path)) else source
         profile = Profile.model_validate(data)

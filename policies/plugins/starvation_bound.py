@@ -4,19 +4,19 @@ The sort order (smallest remaining service first) favours small jobs, so under a
 large job could wait for ever. As with the YARN fair scheduler's fair-share preemption timeout, a job
 that has fallen too far behind is served first, whatever the sort says.
 
-A job's pace is the time one of its rounds takes once it holds its clients: its recent response-collection
-time, or, before any round of it was timed, its round's time limit (schedule + execution timeout). Its
-``k``-th round (``k = rounds_done + 1``) is *due* at ``registered_at + slowdown x k x pace``. A job past its
-due time is promoted: ranked ahead of every job that is not, among promoted jobs oldest registration
-first (FIFO), and offered to every client (no speed-tier pin).
+Its pace is its round's time limit (schedule + execution timeout, ``deadline_at - opened_at``), a
+constant of the job's spec: a job's ``k``-th round (``k = rounds_done + 1``) is *due* at
+``registered_at + slowdown x k x limit``. A job past its due time is promoted: ranked ahead of every job
+that is not, among promoted jobs oldest registration first (FIFO), and offered to every client (no
+speed-tier pin, ahead of any class group).
 
-Why this bounds every job, by construction: a round's response time never exceeds its time limit, so a
-job's ``k``-th round is due no later than ``registered_at + slowdown x k x limit``, a fixed time. From then
-on the job is promoted until it completes a round, and a promoted job is passed over only by promoted
-jobs registered before it, as under FIFO: a stream of newer jobs cannot overtake it. Rounds that fail
-while it starves are timed as all scheduling and no response, so its pace only shrinks and it is promoted
-sooner. ``slowdown`` is the bound (default 8, at least 1): the larger, the longer the sort order is
-followed before a job is promoted.
+Why this bounds every job, by construction: the due time is fixed by the spec and the job's progress, so
+a job that makes no progress is promoted at a known time; from then on, until it completes a round, it is
+passed over only by promoted jobs registered before it, as under FIFO, so a stream of newer jobs cannot
+overtake it. ``slowdown`` is the bound (default 8, at least 1): no job is served slower than one round per
+``slowdown`` round limits on average, unless jobs registered before it are too. The pace is deliberately
+not learned from the job's own round times: those stretch while it starves, and failed rounds (timed as
+all scheduling) would promote every job of an overloaded pool at once, which fails more rounds.
 """
 
 from __future__ import annotations
@@ -40,9 +40,7 @@ class StarvationBound(PromotePlugin):
         """When the job's current round is due; None when its round's time limit is not known."""
         if job.opened_at is None or math.isinf(job.deadline_at):
             return None
-        limit = job.deadline_at - job.opened_at
-        pace = limit if job.recent_response_s is None else min(job.recent_response_s, limit)
-        return job.registered_at + self.slowdown * (job.rounds_done + 1) * pace
+        return job.registered_at + self.slowdown * (job.rounds_done + 1) * (job.deadline_at - job.opened_at)
 
     def promote(self, job: JobView, ctx: SchedulingContext) -> float | None:
         due = self.due_at(job)
