@@ -32,7 +32,10 @@ def test_due_time_is_slowdown_x_rounds_x_round_limit(view: Callable[..., JobView
     assert bound.due_at(huge(view, opened_at=None)) is None  # no round limit known: never promoted
     ctx = SchedulingContext(now=1800.0, supply_by_class={"{}": 500})
     assert bound.promote(huge(view), ctx) is None  # due at 1,800, not past it
-    assert bound.promote(huge(view), SchedulingContext(now=1801.0, supply_by_class={})) == 0.0  # its registration
+    late = SchedulingContext(now=1801.0, supply_by_class={"{}": 500})
+    assert bound.promote(huge(view), late) == 0.0  # its registration
+    # 390 bind slots, 389 recent clients in its class: supply, not the order, starves it; not promoted.
+    assert bound.promote(huge(view), SchedulingContext(now=1801.0, supply_by_class={"{}": 389})) is None
 
 
 def test_an_overdue_job_goes_ahead_of_the_sort_and_promoted_ones_go_oldest_first(
