@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import sys
+import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from policies import (
+    JobView,
     PolicyOptionError,
     Profile,
     ProfileError,
     ProfilePolicy,
     PropiusPolicy,
+    SchedulingContext,
     configured_policy,
     load_policy,
     load_profile,
     shipped_profile,
 )
+from policies.plugins import PLUGIN_GROUP, available_plugins
 from policies.plugins.starvation_bound import StarvationBound
+from policies.profile import PluginSpec
 from propius.config import Settings
 
 GOOD = """\
@@ -107,3 +114,36 @@ def test_settings_name_a_profile_by_path_or_inline(tmp_path: Path, monkeypatch: 
     settings = Settings()
     inline = configured_policy(settings.policy, settings.policy_options, settings.policy_profile)
     assert isinstance(inline, ProfilePolicy) and [p.name for p in inline.plugins] == ["srsf", "fastest_wake"]
+
+
+def test_a_third_party_plugin_is_found_by_its_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, view: Callable[..., JobView]
+) -> None:
+    module = "propius_test_plugin_rule"
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent("""
+        from typing import ClassVar
+
+        from policies.plugins.base import SortPlugin
+
+
+        class LongestName(SortPlugin):
+            name: ClassVar[str] = "longest_name"
+            sign: float = -1.0
+
+            def score(self, job, ctx):
+                return self.sign * len(job.name)
+        """))
+    dist_info = tmp_path / f"{module}-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 1.0\n")
+    (dist_info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nlongest_name = {module}:LongestName\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    available_plugins.cache_clear()
+    try:
+        policy = Profile(name="third", plugins=(PluginSpec(plugin="longest_name", options={"sign": 1}),)).policy()
+        jobs = [view("a", name="mid"), view("b", name="longest"), view("c", name="x")]
+        assert [j.job_id for j in policy.order(jobs, SchedulingContext(now=0.0, supply_by_class={}))] == ["c", "a", "b"]
+        assert "srsf" in available_plugins()  # the built-in ones stay
+    finally:
+        available_plugins.cache_clear()
+        sys.modules.pop(module, None)
