@@ -14,7 +14,7 @@ any policy; this class turns each call into the plug-ins' points (:mod:`policies
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from policies.base import ClientEstimate, JobView, Policy, SchedulingContext
 from policies.plugins.base import (
@@ -94,7 +94,7 @@ class ProfilePolicy(Policy):
         """(the promoted jobs, lowest key first; the others, in the given order)."""
         if not self._promote:
             return [], list(jobs)
-        keys: dict[str, Any] = {}
+        keys: dict[str, tuple[float, float, str]] = {}
         for job in jobs:
             found = [key for p in self._promote if (key := p.promote(job, ctx)) is not None]
             if found:
