@@ -39,7 +39,7 @@ from control_plane.scheduling.class_queues import class_queues, waiting_by_class
 from control_plane.store import Store
 from control_plane.tls import server_credentials
 from control_plane.wire import DecodeGuard
-from policies import load_policy
+from policies import ProfilePolicy, configured_policy
 from propius.config import Settings
 from propius.proto import propius_pb2_grpc as pb_grpc
 
@@ -99,7 +99,10 @@ class ControlPlane:
         self.journal = Journal(self.store, spill_dir=settings.data_dir / "journal")
         self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs,
                                    self.metrics)
-        policy = load_policy(settings.policy, **settings.policy_options)
+        policy = configured_policy(settings.policy, settings.policy_options, settings.policy_profile)
+        # what traces and logs name: the policy, or the profile that replaced it
+        from_profile = settings.policy_profile is not None and isinstance(policy, ProfilePolicy)
+        self.policy_name = f"profile:{policy.profile}" if from_profile else settings.policy
         self.view = SchedulerView(self.hot, self.jobs, policy, settings)  # fed events by the binder
         self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus, self.metrics)
         self.scheduler = Scheduler(settings, self.view, self.jobs)
@@ -166,7 +169,7 @@ class ControlPlane:
             (pb_grpc.add_JobServiceServicer_to_server,
              JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.finished_job_ttl_s,
                         store=self.store, exporter=self.trace_exporter,
-                        export_every_job=self.settings.trace_export_dir is not None, policy=self.settings.policy,
+                        export_every_job=self.settings.trace_export_dir is not None, policy=self.policy_name,
                         guard=self.guard, audit=self.audit)),
             (pb_grpc.add_ClientServiceServicer_to_server,
              ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store, guard=self.guard,
@@ -201,7 +204,7 @@ class ControlPlane:
             self.dashboard_server.start()
         _freeze_startup_heap()
         log.info("control plane listening on %s (%s, policy %s, auth %s)", self.address, self.transport,
-                 self.settings.policy, self.settings.auth)
+                 self.policy_name, self.settings.auth)
         if self.settings.auth == "open":
             log.warning("auth is open: anyone who reaches %s may submit, read and drive any job and check in as "
                         "any client (docs/security.md)", self.address)

@@ -75,7 +75,6 @@ class IrsPolicy(Policy):
     """
 
     name: ClassVar[str] = "irs"
-    _reorders_groups: ClassVar[bool] = False  # a subclass whose _order_group is not the identity sets it
 
     def __init__(self, merge: bool = True, speed_tiers: bool = True) -> None:
         self.merge = merge
@@ -91,7 +90,7 @@ class IrsPolicy(Policy):
         by_class: dict[str, list[JobView]] = {}
         for job in jobs:
             by_class.setdefault(job.eligibility_key, []).append(job)
-        if len(by_class) <= 1 and not self.speed_tiers and not self._reorders_groups:
+        if len(by_class) <= 1 and not self.speed_tiers:
             return list(jobs)
         queued = {key: len(members) for key, members in by_class.items()}
         supply = {key: ctx.supply_by_class.get(key, members[0].supply) for key, members in by_class.items()}
@@ -100,12 +99,8 @@ class IrsPolicy(Policy):
             members = by_class[group[0]] if len(group) == 1 else [j for j in jobs if j.eligibility_key in group]
             if self.speed_tiers and self._pinned_elsewhere(members[0], ctx):
                 members = members[1:]
-            ranked.extend(self._order_group(members, ctx))
+            ranked.extend(members)
         return ranked
-
-    def _order_group(self, members: list[JobView], ctx: SchedulingContext) -> list[JobView]:
-        """The jobs of one class group, in the order offered; IRS keeps the global order."""
-        return members
 
     def _pinned_elsewhere(self, head: JobView, ctx: SchedulingContext) -> bool:
         """True when ``head`` is pinned to the fastest tier and this client is not in it."""

@@ -253,6 +253,8 @@ def up(
     port: int = 50051,
     policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = DEFAULT_POLICY,
     policy_option: Annotated[list[str] | None, typer.Option(help="policy option key=value (repeatable)")] = None,
+    policy_profile: Annotated[Path | None, typer.Option(
+        help="a policy profile YAML (docs/policies.md); replaces --policy")] = None,
     data_dir: Path = Path("propius-data"),
     metrics_port: Annotated[int, typer.Option(help="serve Prometheus metrics on this port; 0: off")] = 0,
     dashboard_port: Annotated[int, typer.Option(help="serve the dashboard page (and /metrics) on this port; "
@@ -282,6 +284,8 @@ def up(
     options |= {name: path for name, path in given.items() if path is not None}  # else PROPIUS_TLS_*
     options |= {"tls_require_client_cert": True} if require_client_cert else {}
     options |= {"insecure": True} if insecure else {}
+    if policy_profile is not None:  # else PROPIUS_POLICY_PROFILE
+        options["policy_profile"] = policy_profile
     settings = Settings(redis_url=redis_url, database_url=database_url, host=host, port=port, policy=policy,
                         data_dir=data_dir, metrics_port=metrics_port, dashboard_port=dashboard_port,
                         auth=auth, **options)

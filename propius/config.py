@@ -62,7 +62,11 @@ class Settings(BaseSettings):
     policy: str = Field(default=DEFAULT_POLICY, description="sharing policy: an entry point of propius.policies")
     policy_options: dict[str, JsonValue] = Field(
         default_factory=dict, description="the policy's constructor options, e.g. {\"longest_first\": true}; "
-                                          "validated by the policy (policies.registry.load_policy)")
+                                          "validated by the policy (policies.registry.load_policy); with "
+                                          "policy_profile, they override its plug-ins")
+    policy_profile: Path | dict[str, JsonValue] | None = Field(
+        default=None, description="a policy profile (docs/policies.md): a YAML file's path, or the profile inline "
+                                  "(JSON in PROPIUS_POLICY_PROFILE); set, it replaces `policy`")
 
     trace_max_rounds: int = Field(default=500, ge=0, description="rounds of each job kept in its trace")
     trace_max_ranks: int = Field(default=256, ge=1, description="cohort slots per round kept in the trace")
