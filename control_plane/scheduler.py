@@ -176,7 +176,8 @@ class SchedulerView:
             job = active[job_id]
             views.append(self.observations.annotate(job_view(job, state, self.supply.get(job.eligibility_key, 0))))
         ctx = SchedulingContext(now=now, supply_by_class=dict(self.supply), seed=self._seed,
-                                speed_tiers=self.observations.speed_tiers())
+                                speed_tiers=self.observations.speed_tiers(),
+                                class_speed_tiers=self.observations.class_speed_tiers())
 
         def fastest_fill(head: JobView) -> float | None:  # over the recent clients
             return self._fill.get(head.job_id, head.opened_at, now,
@@ -191,6 +192,7 @@ class SchedulerView:
         await self._hot.forget_clients_before(since)
         self.observations.forget_before(time.time() - KEEP_S)
         counts, self._eligible = await self._count(since)  # clients no longer recent are forgotten
+        self.observations.recent_clients((client, classes) for client, (_, classes) in self._eligible.items())
         self.supply = counts
         return self.supply
 

@@ -31,7 +31,8 @@ buys (docs/policies.md has the measurements):
   ``1 + straggler_slack`` times its recent response time after opening); a later result is thrown away.
 - ``fastest_wake`` (on): the idle clients a round's free slots wake are those predicted to finish its task
   first, not the longest waiting: the round closes at its ``demand``-th result, so binding the fastest
-  idle clients shortens it. A client with no history counts as fastest, so it is tried and measured.
+  idle clients shortens it. A client with no history ranks at the bound of the fastest tier
+  (:func:`policies.irs.fastest_first`).
 - ``longest_first`` (off): a makespan objective instead of JCT, for a batch of jobs that must all finish:
   the job with the longest predicted remaining time (remaining rounds x its recent scheduling delay plus
   response time) first, as in longest-processing-time-first list scheduling; a job whose rounds have not
@@ -69,7 +70,7 @@ from typing import Annotated, ClassVar
 from pydantic import Field
 
 from policies.base import ClientEstimate, JobView, SchedulingContext
-from policies.irs import IrsPolicy
+from policies.irs import IrsPolicy, fastest_first
 from policies.options import Fraction, NonNegative, Positive
 from propius.specs import AttributeValue
 
@@ -182,14 +183,7 @@ class PropiusPolicy(IrsPolicy):
         return job.remaining_rounds * (job.recent_schedule_s + job.recent_response_s)
 
     def wake_key(self, job: JobView) -> Callable[[ClientEstimate], float] | None:
-        if not self.fastest_wake or job.work_samples <= 0:
-            return None
-
-        def predicted_task_s(client: ClientEstimate) -> float:
-            task_s = client.task_s(job)
-            return 0.0 if task_s is None else task_s
-
-        return predicted_task_s
+        return fastest_first(job) if self.fastest_wake and job.work_samples > 0 else None
 
     def _order_group(self, members: list[JobView], ctx: SchedulingContext) -> list[JobView]:
         if not self.fill_first:
@@ -243,9 +237,9 @@ class PropiusPolicy(IrsPolicy):
         return max(closes_at, ctx.now) + self.hold_slack * job.recent_response_s
 
     def _pinned_elsewhere(self, head: JobView, ctx: SchedulingContext) -> bool:
-        if self.tier_fit and ctx.speed_tiers:
+        if self.tier_fit and (tiers := ctx.tiers_for(head)):
             supply = ctx.class_supply(head)
-            if supply < (len(ctx.speed_tiers) + 1) * head.target:  # the fastest tier alone cannot fill it
+            if supply < (len(tiers) + 1) * head.target:  # the fastest tier alone cannot fill it
                 return False
         return super()._pinned_elsewhere(head, ctx)
 
