@@ -2,7 +2,8 @@
 
 The informed rules of the policies (speed tiers, deadline-, availability- and straggler-aware
 dispatch, see :mod:`policies.propius_default`) read optional observations: a :class:`ClientEstimate`
-of the checking-in client, the speed-tier bounds, and per job its task shape, recent round timings
+of the checking-in client, the speed-tier bounds (over all clients, and per eligibility class over the
+recent clients the supply count reads), and per job its task shape, recent round timings
 and expected results. The simulator feeds them from its own clock; here they are learned from the
 job events (:mod:`control_plane.events`), which every shard receives, so every shard learns the same
 (check-in sessions excepted: a shard sees the check-ins of its own clients, which are the ones it

@@ -28,8 +28,16 @@ recent check-ins (``ctx.supply_by_class``):
    Venn's testbed (``ctx.tiers_for(job)``; the global ``ctx.speed_tiers`` until the class has enough
    observed clients): the pinned tier holds ``1/k`` of the clients that may serve the job. Cut over all
    clients, a class at the slow end of the population would find almost none of its clients in the
-   global fastest tier, and its pinned rounds would fail. Without tiers, or without the job's round
-   timings, no job is pinned; a client of unknown speed is offered the pinned job.
+   global fastest tier, and its pinned rounds would fail. A job is pinned only while that tier can fill
+   its round (class supply at least ``k x`` its bind target): Venn pins only when ``k`` times the
+   round's scheduling delay, estimated from the class's check-in rate, still fits the deadline, and
+   here the measured scheduling delay says nothing of the rate (a round fed by idle clients has none),
+   so the tier's size stands for it. Without tiers, or without the job's round timings, no job is
+   pinned; a client of unknown speed is offered the pinned job, so it is tried and measured.
+5. Fastest-first wakes. Venn's clients check in by themselves; here an idle client waits until a free
+   slot wakes it (:mod:`control_plane.scheduling.wake`). Waking the oldest waiters for a pinned round
+   would wake mostly clients outside its tier, who decline it, and the round would miss its deadline.
+   So free slots wake the clients predicted to finish the job's task first (:func:`fastest_first`).
 """
 
 from __future__ import annotations
@@ -89,7 +97,8 @@ class IrsPolicy(Policy):
     merge : bool, default True
         Merge a more contended, more abundant class into the scarcer group before it (step 2).
     speed_tiers : bool, default True
-        Pin a group's head job to the fastest speed tier when its response collection dominates (step 4).
+        Pin a group's head job to the fastest speed tier of its class when its response collection dominates
+        (step 4), and wake the fastest waiting clients first (step 5).
     """
 
     name: ClassVar[str] = "irs"
@@ -134,13 +143,19 @@ class IrsPolicy(Policy):
         tiers = ctx.tiers_for(head)
         if not tiers or head.recent_response_s is None or head.recent_schedule_s is None:
             return False
-        if head.recent_response_s <= (len(tiers) + 1) * head.recent_schedule_s:
+        k = len(tiers) + 1
+        if head.recent_response_s <= k * head.recent_schedule_s or not self._tier_fits(head, ctx, k):
             return False
         return not self._in_fastest_tier(head, ctx)
+
+    def _tier_fits(self, head: JobView, ctx: SchedulingContext, k: int) -> bool:
+        """Whether the fastest of ``k`` tiers of ``head``'s class can fill its round: class supply at least
+        ``k x`` its bind target (step 4)."""
+        return ctx.class_supply(head) >= k * head.target
 
     def _in_fastest_tier(self, head: JobView, ctx: SchedulingContext) -> bool:
         """Whether the client's learned speed is in the fastest tier of ``head``'s class. A client of unknown
         speed counts as fastest: it is offered the pinned job, so it is tried and measured (else a population
         of new clients would never be offered a pinned round, and the round would starve)."""
         speed = ctx.client.s_per_sample if ctx.client is not None else None
-        return speed is None or bisect.bisect_left(ctx.tiers_for(head), speed) == 0
+        return speed is None or bisect.bisect_right(ctx.tiers_for(head), speed) == 0  # below the first bound

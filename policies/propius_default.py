@@ -236,12 +236,8 @@ class PropiusPolicy(IrsPolicy):
             return math.inf
         return max(closes_at, ctx.now) + self.hold_slack * job.recent_response_s
 
-    def _pinned_elsewhere(self, head: JobView, ctx: SchedulingContext) -> bool:
-        if self.tier_fit and (tiers := ctx.tiers_for(head)):
-            supply = ctx.class_supply(head)
-            if supply < (len(tiers) + 1) * head.target:  # the fastest tier alone cannot fill it
-                return False
-        return super()._pinned_elsewhere(head, ctx)
+    def _tier_fits(self, head: JobView, ctx: SchedulingContext, k: int) -> bool:
+        return not self.tier_fit or super()._tier_fits(head, ctx, k)
 
     def _in_fastest_tier(self, head: JobView, ctx: SchedulingContext) -> bool:
         if not self.task_tiers or head.fast_task_s is None:

@@ -64,7 +64,8 @@ class SimConfig:
     wake: WakeRule = WakeRule()
     # Supply and speed-tier estimates are refreshed this often. Live it is every 5 s; the simulator
     # re-counts its whole population at each refresh, so it does it every 30 s to keep 100k-client
-    # runs fast (the published benchmark tables use 30 s).
+    # runs fast (the published benchmark tables use 30 s). The per-class tiers, a pass over the online
+    # clients, are re-cut at a refresh only once a twentieth of the clients changed.
     supply_period_s: float = 30.0
     speed_tiers: int = _live("speed_tiers")
     retry_s: float = _live("max_wait_s")  # a client without a bind retries after retry_delay(this)
