@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Container, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 from control_plane.events import Event
 from control_plane.jobs import JobRegistry
@@ -101,10 +101,6 @@ class LiveObservations:
 
     # ---------------------------------------------------------------- what it learns from
 
-    def recent_clients(self, clients: Iterable[tuple[Hashable, Iterable[str]]]) -> None:
-        """The recent clients with the classes each is eligible for (the scheduler's supply count): the
-        per-class speed tiers are cut over them."""
-        self.tiers.refresh(clients)
 
     def checked_in(self, client_id: str, now: float, session_gap_s: float) -> None:
         """A check-in; one after more than ``session_gap_s`` without a word from the client starts a new

@@ -14,7 +14,26 @@ from collections.abc import Hashable, Iterable, Mapping
 
 from control_plane.scheduling.history import ClientHistory, fast_task_bound, tier_bounds
 
-__all__ = ["ClassTiers"]
+__all__ = ["ClassTiers", "Cut"]
+
+
+class Cut:
+    """The learned speeds and transfer times of the recent clients, per class, as they are fed in."""
+
+    def __init__(self, history: ClientHistory) -> None:
+        self._learned = history.learned
+        self.speeds: dict[str, list[float]] = {}
+        self.transfer: dict[str, list[float]] = {}
+
+    def add(self, client: Hashable, classes: Iterable[str]) -> None:
+        speed, per_kbit = self._learned(client)
+        if speed is None and per_kbit is None:
+            return
+        for key in classes:
+            if speed is not None:
+                self.speeds.setdefault(key, []).append(speed)
+            if per_kbit is not None:
+                self.transfer.setdefault(key, []).append(per_kbit)
 
 
 class ClassTiers:
@@ -35,22 +54,21 @@ class ClassTiers:
 
     def refresh(self, clients: Iterable[tuple[Hashable, Iterable[str]]]) -> None:
         """Recompute from the recent clients, each with the classes it is eligible for."""
-        speeds: dict[str, list[float]] = {}
-        transfer: dict[str, list[float]] = {}
-        learned = self.history.learned
+        cut = self.begin()
         for client, classes in clients:
-            speed, per_kbit = learned(client)
-            if speed is None and per_kbit is None:
-                continue
-            for key in classes:
-                if speed is not None:
-                    speeds.setdefault(key, []).append(speed)
-                if per_kbit is not None:
-                    transfer.setdefault(key, []).append(per_kbit)
-        for values in (*speeds.values(), *transfer.values()):
+            cut.add(client, classes)
+        self.finish(cut)
+
+    def begin(self) -> Cut:
+        """A cut to feed the recent clients to a slice at a time (a driver that yields between slices)."""
+        return Cut(self.history)
+
+    def finish(self, cut: Cut) -> None:
+        """Take ``cut``'s clients as the recent ones."""
+        for values in (*cut.speeds.values(), *cut.transfer.values()):
             values.sort()
-        self.bounds = {key: found for key, values in speeds.items() if (found := tier_bounds(values, self.tiers))}
-        self._speeds, self._transfer, self._fast = speeds, transfer, {}
+        self.bounds = {key: found for key, values in cut.speeds.items() if (found := tier_bounds(values, self.tiers))}
+        self._speeds, self._transfer, self._fast = cut.speeds, cut.transfer, {}
 
     def speed_tiers(self) -> tuple[float, ...]:
         """The global bounds, over every learned client."""
