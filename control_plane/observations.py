@@ -101,7 +101,6 @@ class LiveObservations:
 
     # ---------------------------------------------------------------- what it learns from
 
-
     def checked_in(self, client_id: str, now: float, session_gap_s: float) -> None:
         """A check-in; one after more than ``session_gap_s`` without a word from the client starts a new
         session. Its binds and uploads count as words: a long task between two check-ins is no absence."""

@@ -173,7 +173,7 @@ class ClientHistory:
 
     def fast_task_s(self, work_samples: float, model_size_kbit: float, tiers: int) -> float | None:
         """Predicted seconds of a task of this shape that the fastest of ``tiers`` equal-count tiers of
-        learned clients stays within (:func:`~control_plane.scheduling.tiers.fast_task_bound`): download and
+        learned clients stays within (:func:`fast_task_bound`): download and
         upload count as much as training (a fast phone on a slow link is a straggler too).
 
         Recomputed after every twentieth of the learned clients changed, not per call.

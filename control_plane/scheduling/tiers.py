@@ -75,8 +75,9 @@ class ClassTiers:
         return self.history.speed_tiers(self.tiers)
 
     def fast_task_s(self, key: str, work_samples: float, model_size_kbit: float) -> float | None:
-        """Task seconds the fastest tier of class ``key`` stays within (``history.fast_task_bound``); the
-        global estimate while too few of the class are learned."""
+        """Task seconds the fastest tier of class ``key`` stays within
+        (:func:`~control_plane.scheduling.history.fast_task_bound`); the global estimate while too few of the
+        class are learned."""
         shape = (key, work_samples, model_size_kbit)
         if shape not in self._fast:
             self._fast[shape] = fast_task_bound(self._speeds.get(key, []), self._transfer.get(key, []),
