@@ -1,16 +1,17 @@
-"""``speed_tiers`` (pin): pin a group's head job to the fastest speed tier when its response collection dominates.
+"""``speed_tiers`` (pin): pin a group's head job to the fastest speed tier of its class when its response
+collection dominates.
 
-From IRS (:mod:`policies.irs`, step 4): when the head job's recent response collection is longer than
-``k x`` its scheduling delay (``k`` tiers: pinning to one of ``k`` tiers stretches scheduling about ``k``
-times), only clients of the fastest tier are offered it; the others go on to the next job. Two
-refinements, each an option:
+IRS's rule (:mod:`policies.irs`, step 4; :func:`~policies.irs.pinned`): when the head job's recent
+response collection is longer than ``k x`` its scheduling delay (``k`` tiers: pinning to one of ``k``
+tiers stretches scheduling about ``k`` times), only clients of the fastest tier of its eligibility class
+(``ctx.tiers_for``) are offered it; the others go on to the next job. Two options:
 
-- ``task_tiers`` (default true): the fastest tier is the fastest third of clients by predicted task time
-  for this job (training, download and upload: ``JobView.fast_task_s``), not by training speed alone: a
-  fast phone on a slow link would be the round's straggler.
+- ``task_tiers`` (default true): the fastest tier is the fastest third of the class's clients by predicted
+  task time for this job (training, download and upload: ``JobView.fast_task_s``), not by training speed
+  alone: a fast phone on a slow link would be the round's straggler.
 - ``tier_fit`` (default true): pin only a job whose class supply is at least ``tiers x`` its bind target,
-  i.e. whose round the fastest tier can fill; pinning a job that needs most of its class to one tier of it
-  only stretches its scheduling delay.
+  i.e. whose round the fastest tier can fill, as IRS does; pinning a job that needs most of its class to
+  one tier of it only stretches its scheduling delay. False pins without that check.
 
 Without tier bounds, round timings or the client's estimates (not yet observed), nothing is pinned; a
 client of unknown speed counts as fastest, so it is tried and measured.
@@ -18,10 +19,10 @@ client of unknown speed counts as fastest, so it is tried and measured.
 
 from __future__ import annotations
 
-import bisect
 from typing import ClassVar
 
 from policies.base import JobView, SchedulingContext
+from policies.irs import in_fastest_tier, pinned
 from policies.plugins.base import PinPlugin
 from policies.plugins.rounds import client_task_s
 
@@ -34,18 +35,10 @@ class SpeedTiers(PinPlugin):
     tier_fit: bool = True
 
     def pinned_elsewhere(self, head: JobView, ctx: SchedulingContext) -> bool:
-        tiers = len(ctx.speed_tiers) + 1
-        if not ctx.speed_tiers or head.recent_response_s is None or head.recent_schedule_s is None:
-            return False
-        if self.tier_fit and ctx.class_supply(head) < tiers * head.target:  # the fastest tier cannot fill it
-            return False
-        if head.recent_response_s <= tiers * head.recent_schedule_s:
-            return False
-        return not self._in_fastest_tier(head, ctx)
+        return pinned(head, ctx, tier_fit=self.tier_fit) and not self._in_fastest_tier(head, ctx)
 
     def _in_fastest_tier(self, head: JobView, ctx: SchedulingContext) -> bool:
-        if self.task_tiers and head.fast_task_s is not None:
-            task_s = client_task_s(head, ctx)
-            return task_s is None or task_s <= head.fast_task_s
-        speed = ctx.client.s_per_sample if ctx.client is not None else None
-        return speed is None or bisect.bisect_left(ctx.speed_tiers, speed) == 0
+        if not self.task_tiers or head.fast_task_s is None:
+            return in_fastest_tier(head, ctx)
+        task_s = client_task_s(head, ctx)
+        return task_s is None or task_s <= head.fast_task_s  # unknown: tried, as in IRS

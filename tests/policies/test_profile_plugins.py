@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from policies import (
     ClientEstimate,
+    IrsPolicy,
     JobView,
     ProfilePolicy,
     PropiusPolicy,
@@ -13,6 +14,7 @@ from policies import (
     available_policies,
     load_policy,
 )
+from policies.irs import fastest_first
 from policies.plugins.availability_aware import AvailabilityAware
 from policies.plugins.base import Plugin
 from policies.plugins.class_order import ClassOrder
@@ -85,7 +87,11 @@ def test_fastest_wake_keys_waiters_by_predicted_task_time(view: Callable[..., Jo
     key = FastestWake().wake_key(job)
     assert key is not None
     fast = ClientEstimate(s_per_sample=0.05, bandwidth_kbps=2000.0)  # 50 + 10 = 60 s
-    assert (key(fast), key(SLOWISH), key(ClientEstimate())) == (60.0, 120.0, 0.0)  # unknown: tried first
+    assert (key(fast), key(SLOWISH), key(ClientEstimate())) == (60.0, 120.0, 0.0)  # unknown, no tier bound: first
+    tiered = view("tiered", fast_task_s=90.0, **TASK)  # unknown: at the fastest tier's bound, as IRS ranks it
+    tiered_key, irs_key = FastestWake().wake_key(tiered), fastest_first(tiered)
+    assert tiered_key is not None and [tiered_key(c) for c in (fast, ClientEstimate(), SLOWISH)] == [60.0, 90.0, 120.0]
+    assert [irs_key(c) for c in (fast, ClientEstimate(), SLOWISH)] == [60.0, 90.0, 120.0]
     assert PropiusPolicy().wake_key(job) is not None
     assert PropiusPolicy(fastest_wake=False).wake_key(job) is None
     assert PropiusPolicy().wake_key(view("shapeless")) is None  # no task shape: oldest first
@@ -165,6 +171,26 @@ def test_speed_tiers_pin_only_a_job_the_fastest_tier_can_fill(view: Callable[...
     assert rank(composed(SpeedTiers(tier_fit=False)), 30) == ["next"]
     assert rank(PropiusPolicy(**{"speed_tiers.tier_fit": False}), 30) == ["next"]
     assert rank(composed(), 50) == ["head", "next"]
+
+
+def test_speed_tiers_pin_to_the_job_s_class_tiers_as_irs_does(view: Callable[..., JobView]) -> None:
+    """Global bounds (0.05, 0.12), the slow class's own (0.12, 0.14): a client at 0.11 s per sample is in the
+    class's fastest tier, not the global one; one at exactly 0.12 is on the bound, so in the second tier."""
+    head = view("head", eligibility_key="slow", rounds_total=1, target=2, recent_schedule_s=10.0,
+                recent_response_s=100.0)
+    jobs = [head, view("next", eligibility_key="slow", rounds_total=2)]
+
+    def rank(policy: ProfilePolicy | IrsPolicy, speed: float, supply: int = 6) -> list[str]:
+        ctx = SchedulingContext(now=0.0, supply_by_class={"slow": supply}, speed_tiers=(0.05, 0.12),
+                                client=ClientEstimate(s_per_sample=speed, bandwidth_kbps=1e4),
+                                class_speed_tiers={"slow": (0.12, 0.14)})
+        return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
+
+    for policy in (composed(SpeedTiers()), PropiusPolicy(), IrsPolicy()):  # one rule
+        assert rank(policy, 0.11) == ["head", "next"]
+        assert rank(policy, 0.12) == ["next"]  # pinned: 6 clients >= 3 tiers x 2
+        assert rank(policy, 0.12, supply=5) == ["head", "next"]  # 5 < 6: the fastest tier cannot fill it
+    assert rank(composed(SpeedTiers(tier_fit=False)), 0.12, supply=5) == ["next"]  # no fill check
 
 
 def test_task_tiers_pin_by_predicted_task_time_not_training_speed_alone(view: Callable[..., JobView]) -> None:
