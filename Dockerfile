@@ -21,7 +21,8 @@ COPY clients clients
 RUN pip install --extra-index-url "$TORCH_INDEX_URL" ".[client]"
 
 # `propius up` keeps local state in ./propius-data; the only place under /app the runtime user may write.
-RUN useradd --create-home --uid 10001 propius && mkdir -p propius-data && chown propius propius-data
+# /certs is owned by that user too, so the compose `certs` volume (created from it) is writable by `certs init`.
+RUN useradd --create-home --uid 10001 propius && mkdir -p propius-data /certs && chown propius propius-data /certs
 USER propius
 EXPOSE 50051
 CMD ["propius-client", "--help"]

@@ -217,7 +217,8 @@ def run_grpc(redis_url: str, params: int, distinct: int, clients: int, concurren
     data_dir = Path(tempfile.mkdtemp(prefix="propius-agg-"))
     # Bound clients here upload without heart-beating: a long lease stands in for their heartbeats.
     env = {**os.environ, "PROPIUS_KEY_PREFIX": prefix, "PROPIUS_MAX_UPDATE_BYTES": str(4 << 30),
-           "PROPIUS_LEASE_S": "3600"}
+           "PROPIUS_LEASE_S": "3600", "PROPIUS_INSECURE": "1",
+           "PROPIUS_AUTH": "open"}  # plaintext on loopback, asked for explicitly
     port = free_port()
     with open(data_dir / "server.log", "w") as log:
         server = subprocess.Popen(

@@ -13,15 +13,21 @@ Reports binds/s (first check-in to last accept), p50/p99 latency of check-in and
 milliseconds per bind of the control plane, the load processes and Redis (what a bind costs, whatever
 else the machine is doing), for each run and as medians over ``--repeat`` runs; writes JSON.
 
+Plaintext by default; ``--tls`` runs every scenario twice, in plaintext and with mutual TLS (the
+docker-compose deployment: certificates from ``propius certs init``, client certificates required), and
+reports what TLS costs per bind.
+
+    python benchmarks/bind_throughput.py --clients 1000 10000 --load-procs 2 --concurrency 64 \\
+        --transport mux unary --repeat 3
+    python benchmarks/bind_throughput.py --clients 2000 --repeat 1 --tls
+
 Scale-out: ``--shards 1 2 4`` runs each scenario with that many control-plane processes on one Redis
 (``--cluster``: on a local 6-node Redis Cluster, see :mod:`propius.local_cluster`), the load spread
 over them; the medians give each N's efficiency per shard against N=1, and each run says how busy each
 part was (CPU seconds per wall second: a control plane, a load process, the busiest Redis node from its
 ``INFO cpu``) so that what saturates first is named.
 
-    python benchmarks/bind_throughput.py --clients 1000 10000 --load-procs 2 --concurrency 64 \\
-        --transport mux unary --repeat 3
-    python benchmarks/bind_throughput.py --clients 20000 --shards 1 2 --cluster --load-procs 2
+    python benchmarks/bind_throughput.py --clients 10000 --shards 1 2 --cluster --load-procs 2
 """
 
 from __future__ import annotations
@@ -40,13 +46,15 @@ import time
 import uuid
 from pathlib import Path
 
-import grpc
 import numpy as np
 import psutil
 import redis
 
+from clients.transport import open_channel
 from clients.transport_mux import MultiplexedClients
 from control_plane.redis_client import is_cluster_url, node_url
+from propius.certs import init_certs
+from propius.config import ChannelSecurity
 from propius.local_cluster import local_cluster
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
@@ -59,8 +67,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_control_plane(redis_url: str, prefix: str, port: int, data_dir: Path, shard: int) -> subprocess.Popen:
-    env = {**os.environ, "PROPIUS_KEY_PREFIX": prefix, "PROPIUS_CLIENT_TTL_S": "600"}
+SECURITIES = ("plaintext", "mtls")
+
+
+def client_security(security: str, certs: Path | None) -> ChannelSecurity:
+    """A load client's channel: plaintext, or mutual TLS with the ``bench`` certificate in ``certs``."""
+    if security == "plaintext" or certs is None:
+        return ChannelSecurity(insecure=True)
+    return ChannelSecurity(tls_ca=certs / "ca.crt", tls_cert=certs / "bench.crt", tls_key=certs / "bench.key")
+
+
+def server_security_env(security: str, certs: Path | None) -> dict[str, str]:
+    """The control plane's ``PROPIUS_*`` transport settings."""
+    if security == "plaintext" or certs is None:
+        return {"PROPIUS_INSECURE": "1"}
+    return {"PROPIUS_INSECURE": "0", "PROPIUS_TLS_CERT": str(certs / "server.crt"),
+            "PROPIUS_TLS_KEY": str(certs / "server.key"), "PROPIUS_TLS_CA": str(certs / "ca.crt"),
+            "PROPIUS_TLS_REQUIRE_CLIENT_CERT": "1"}
+
+
+def start_control_plane(redis_url: str, prefix: str, port: int, data_dir: Path, shard: int,
+                        security_env: dict[str, str]) -> subprocess.Popen:
+    env = {**os.environ, "PROPIUS_KEY_PREFIX": prefix, "PROPIUS_CLIENT_TTL_S": "600", "PROPIUS_AUTH": "open",
+           **security_env}
     command = [sys.executable, "-m", "propius.cli", "up", "--redis-url", redis_url, "--port", str(port),
                "--data-dir", str(data_dir), "--database-url", f"sqlite:///{data_dir / 'propius.db'}",
                "--no-verbose"]
@@ -68,15 +97,15 @@ def start_control_plane(redis_url: str, prefix: str, port: int, data_dir: Path, 
                             stderr=open(data_dir / f"shard-{shard}.log", "w"))  # noqa: SIM115
 
 
-async def wait_ready(address: str, timeout_s: float = 30) -> None:
-    async with grpc.aio.insecure_channel(address) as channel:
+async def wait_ready(address: str, security: ChannelSecurity, timeout_s: float = 30) -> None:
+    async with open_channel(address, security, options=[]) as channel:
         await asyncio.wait_for(channel.channel_ready(), timeout_s)
 
 
-async def register_jobs(address: str, n_clients: int, n_jobs: int) -> None:
+async def register_jobs(address: str, n_clients: int, n_jobs: int, security: ChannelSecurity) -> None:
     """K jobs with one open round each, with enough slots for every client (over-selection 1.0)."""
     demand = -(-n_clients // n_jobs)
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address, security, options=[]) as channel:
         jobs_stub = pb_grpc.JobServiceStub(channel)
         for j in range(n_jobs):
             spec = JobSpec.parse({"name": f"bench-{j}", "demand": demand, "over_selection": 1.0,
@@ -85,11 +114,11 @@ async def register_jobs(address: str, n_clients: int, n_jobs: int) -> None:
             await jobs_stub.StartRound(pb.StartRoundRequest(job_id=reply.job_id, job_token=reply.job_token))
 
 
-async def wait_offers(address: str, n_jobs: int, timeout_s: float = 30) -> None:
+async def wait_offers(address: str, n_jobs: int, security: ChannelSecurity, timeout_s: float = 30) -> None:
     """Until a probe client (eligible for every job; it accepts nothing) is offered a round there."""
     profile = pb.ClientProfile(client_id=f"probe-{uuid.uuid4().hex}", device_class="edge",
                                numeric={"cpu_f": float(n_jobs), "ram": 8.0})
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address, security, options=[]) as channel:
         stub = pb_grpc.ClientServiceStub(channel)
         deadline = time.monotonic() + timeout_s
         while not (await stub.CheckIn(pb.CheckInRequest(profile=profile, wait_s=0.5, max_offers=1))).offers:
@@ -97,13 +126,14 @@ async def wait_offers(address: str, n_jobs: int, timeout_s: float = 30) -> None:
                 raise TimeoutError(f"{address} offered no round in {timeout_s} s")
 
 
-async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[str], transport: str) -> dict:
+async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[str], transport: str,
+               security: ChannelSecurity) -> dict:
     """One load process: each client checks in, then accepts its first offer (the next on round_full).
 
     ``unary``: one CheckIn and one Accept RPC per client. ``mux``: the process is a client daemon hosting
     its clients, whose calls share one Multiplex stream per control plane (what ``propius-client`` does).
     """
-    channels = [grpc.aio.insecure_channel(a) for a in addresses]
+    channels = [open_channel(a, security, options=[]) for a in addresses]
     stubs = [MultiplexedClients(c) if transport == "mux" else pb_grpc.ClientServiceStub(c) for c in channels]
     checkin_ms: list[float] = []
     accept_ms: list[float] = []
@@ -146,7 +176,9 @@ async def load(n_clients: int, n_jobs: int, concurrency: int, addresses: list[st
 
 def worker_main(args: argparse.Namespace) -> None:
     """A load process started by main(): prints its raw measurements as JSON on stdout."""
-    print(json.dumps(asyncio.run(load(args.clients[0], args.jobs, args.concurrency, args.address, args.transport[0]))))
+    security = client_security(args.security, args.certs)
+    print(json.dumps(asyncio.run(load(args.clients[0], args.jobs, args.concurrency, args.address, args.transport[0],
+                                      security))))
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -204,19 +236,22 @@ def saturated_first(busy: dict[str, float], near: float = 0.8) -> str:
 
 
 def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_pids: list[int]) -> dict:
+    security = client_security(args.security_now, args.certs)
+
     async def prepare() -> None:
         for address in addresses:
-            await wait_ready(address)
-        await register_jobs(addresses[0], n, args.jobs)
+            await wait_ready(address, security)
+        await register_jobs(addresses[0], n, args.jobs, security)
         for address in addresses:  # every shard's offer view knows the open rounds before the load starts
-            await wait_offers(address, args.jobs)
+            await wait_offers(address, args.jobs, security)
 
     asyncio.run(prepare())
     per = -(-n // args.load_procs)
     workers = [
         subprocess.Popen([sys.executable, __file__, "--worker", "--clients", str(min(per, n - i * per)),
                           "--jobs", str(args.jobs), "--concurrency", str(args.concurrency // args.load_procs),
-                          "--transport", args.transport_now,
+                          "--transport", args.transport_now, "--security", args.security_now,
+                          *(["--certs", str(args.certs)] if args.certs else []),
                           "--address", *addresses], stdout=subprocess.PIPE, text=True)
         for i in range(args.load_procs)
     ]
@@ -248,7 +283,8 @@ def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_
     bound = outcomes.get("bound", 0)
     pct = lambda values, q: round(float(np.percentile(values, q)), 3)  # noqa: E731
     return {
-        "clients": n, "transport": args.transport_now, "jobs": args.jobs, "concurrency": args.concurrency,
+        "clients": n, "transport": args.transport_now, "security": args.security_now, "jobs": args.jobs,
+        "concurrency": args.concurrency,
         "shards": len(addresses),
         "load_processes": args.load_procs, "wall_s": round(wall, 3),
         "wall_with_process_startup_s": round(wall_with_startup, 3), "binds": bound,
@@ -259,8 +295,7 @@ def run_scenario(n: int, args: argparse.Namespace, addresses: list[str], server_
         "cpu_ms_per_bind": {"control_plane": round(1000 * server_cpu / max(bound, 1), 3),
                             "load_generator": round(1000 * load_cpu / max(bound, 1), 3),
                             "redis": round(1000 * redis_total / max(bound, 1), 3)},
-        "busy": busy, "saturated_first": saturated_first(busy),
-        "redis_nodes": len(per_node),
+        "busy": busy, "saturated_first": saturated_first(busy), "redis_nodes": len(per_node),
         "loadavg_1m": {"before": round(load0, 2), "after": round(os.getloadavg()[0], 2)},
     }
 
@@ -280,9 +315,13 @@ def main() -> None:
                         help="mux: each load process multiplexes its clients' calls on one stream, like "
                              "propius-client; unary: one RPC per call")
     parser.add_argument("--repeat", type=int, default=1, help="runs per (transport, N); medians are reported")
+    parser.add_argument("--tls", action="store_true", help="run each scenario in plaintext and with mutual TLS, "
+                                                           "side by side, and report the cost of TLS per bind")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bind_throughput.json"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--address", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--security", choices=SECURITIES, default="plaintext", help=argparse.SUPPRESS)
+    parser.add_argument("--certs", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker_main(args)
@@ -297,16 +336,21 @@ def main() -> None:
 def run_all(args: argparse.Namespace) -> None:
     for node in redis_nodes(args.redis_url):
         node.ping()
+    if args.tls:  # one CA for the whole run; the load's client certificate is `bench`
+        args.certs = Path(tempfile.mkdtemp(prefix="propius-bench-certs-"))
+        init_certs(args.certs, clients=["bench"])
     results = []
     for transport in args.transport:
         for n in args.clients:
-            for shards, run in ((shards, run) for shards in args.shards for run in range(args.repeat)):
-                args.shards_now = shards
+            securities = SECURITIES if args.tls else SECURITIES[:1]  # --tls: both, side by side, same N and run
+            for shards, run, security in ((shards, run, security) for shards in args.shards
+                                          for run in range(args.repeat) for security in securities):
+                args.security_now, args.shards_now = security, shards
                 result = run_once(n, transport, args)
                 result["run"] = run
                 results.append(result)
-                print(f"N={n} {transport} K={args.jobs} shards={shards} load procs={args.load_procs} "
-                      f"run {run + 1}/{args.repeat}: {result['binds_per_s']:.1f} binds/s, "
+                print(f"N={n} {transport} {security} K={args.jobs} shards={shards} "
+                      f"load procs={args.load_procs} run {run + 1}/{args.repeat}: {result['binds_per_s']:.1f} binds/s, "
                       f"check-in p50 {result['checkin_ms']['p50']} ms p99 {result['checkin_ms']['p99']} ms, "
                       f"accept p50 {result['accept_ms']['p50']} ms p99 {result['accept_ms']['p99']} ms, "
                       f"outcomes {result['outcomes']}; CPU ms/bind {result['cpu_ms_per_bind']}; "
@@ -314,13 +358,20 @@ def run_all(args: argparse.Namespace) -> None:
                       f"load avg {result['loadavg_1m']}", flush=True)
     summary = summarize(results)
     for row in summary:
-        print(f"median of {row['runs']} runs, N={row['clients']} {row['transport']} shards={row['shards']}: "
-              f"{row['binds_per_s']} binds/s (per-shard efficiency vs 1 shard: {row['efficiency_per_shard']}), "
+        print(f"median of {row['runs']} runs, N={row['clients']} {row['transport']} {row['security']} "
+              f"shards={row['shards']}: {row['binds_per_s']} binds/s "
+              f"(per-shard efficiency vs 1 shard: {row['efficiency_per_shard']}), "
               f"check-in p50 {row['checkin_ms']['p50']} p99 {row['checkin_ms']['p99']} ms, "
               f"accept p50 {row['accept_ms']['p50']} p99 {row['accept_ms']['p99']} ms, "
               f"control-plane CPU {row['control_plane_cpu_ms_per_bind']} ms/bind")
+    costs = tls_costs(summary)
+    for cost in costs:
+        print(f"TLS cost, N={cost['clients']} {cost['transport']}: binds/s x{cost['binds_per_s_ratio']}, "
+              f"control-plane CPU +{cost['control_plane_cpu_ms_per_bind']} ms/bind, "
+              f"load-generator CPU +{cost['load_generator_cpu_ms_per_bind']} ms/bind")
     report = {"benchmark": "bind_throughput", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-              "command": " ".join(sys.argv), "redis_url": args.redis_url, "medians": summary, "runs": results}
+              "command": " ".join(sys.argv), "redis_url": args.redis_url, "medians": summary, "tls_cost": costs,
+              "runs": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out}")
@@ -336,8 +387,9 @@ def run_once(n: int, transport: str, args: argparse.Namespace) -> dict:
     processes = []
     try:
         for i, port in enumerate(ports):  # one after the other: shards share the database's schema creation
-            processes.append(start_control_plane(args.redis_url, prefix, port, data_dir, i))
-            asyncio.run(wait_ready(addresses[i]))
+            processes.append(start_control_plane(args.redis_url, prefix, port, data_dir, i,
+                                                 server_security_env(args.security_now, args.certs)))
+            asyncio.run(wait_ready(addresses[i], client_security(args.security_now, args.certs)))
         return run_scenario(n, args, addresses, [process.pid for process in processes])
     finally:
         for process in processes:
@@ -347,17 +399,19 @@ def run_once(n: int, transport: str, args: argparse.Namespace) -> dict:
 
 
 def summarize(results: list[dict]) -> list[dict]:
-    """Medians per (transport, N, shards) over the repeated runs; efficiency per shard against 1 shard."""
-    groups: dict[tuple[str, int, int], list[dict]] = {}
+    """Medians per (transport, security, N, shards) over the repeated runs; efficiency per shard against 1."""
+    groups: dict[tuple[str, str, int, int], list[dict]] = {}
     for result in results:
-        groups.setdefault((result["transport"], result["clients"], result["shards"]), []).append(result)
+        key = (result["transport"], result["security"], result["clients"], result["shards"])
+        groups.setdefault(key, []).append(result)
     median = lambda values: round(float(np.median(values)), 3)  # noqa: E731
-    single = {(t, n): median([r["binds_per_s"] for r in runs]) for (t, n, k), runs in groups.items() if k == 1}
+    single = {key[:3]: median([r["binds_per_s"] for r in runs]) for key, runs in groups.items() if key[3] == 1}
     return [
-        {"transport": transport, "clients": n, "shards": shards, "runs": len(runs),
+        {"transport": transport, "security": security, "clients": n, "shards": shards, "runs": len(runs),
          "binds_per_s": median([r["binds_per_s"] for r in runs]),
-         "efficiency_per_shard": (round(median([r["binds_per_s"] for r in runs]) / (shards * single[transport, n]), 2)
-                                  if (transport, n) in single else None),
+         "efficiency_per_shard": (round(median([r["binds_per_s"] for r in runs])
+                                        / (shards * single[transport, security, n]), 2)
+                                  if (transport, security, n) in single else None),
          "busy": {part: median([r["busy"][part] for r in runs]) for part in runs[0]["busy"]},
          "saturated_first": runs[0]["saturated_first"],
          "checkin_ms": {q: median([r["checkin_ms"][q] for r in runs]) for q in ("p50", "p99")},
@@ -365,8 +419,25 @@ def summarize(results: list[dict]) -> list[dict]:
          "control_plane_cpu_ms_per_bind": median([r["cpu_ms_per_bind"]["control_plane"] for r in runs]),
          "load_generator_cpu_ms_per_bind": median([r["cpu_ms_per_bind"]["load_generator"] for r in runs]),
          "loadavg_1m": [r["loadavg_1m"]["before"] for r in runs]}
-        for (transport, n, shards), runs in groups.items()
+        for (transport, security, n, shards), runs in groups.items()
     ]
+
+
+def tls_costs(summary: list[dict]) -> list[dict]:
+    """Per (transport, N) run both ways: mutual TLS against plaintext, in binds/s and CPU ms per bind."""
+    rows = {(row["transport"], row["clients"], row["shards"], row["security"]): row for row in summary}
+    costs = []
+    for (transport, n, shards, security), tls in rows.items():
+        plain = rows.get((transport, n, shards, "plaintext"))
+        if security == "plaintext" or plain is None:
+            continue
+        costs.append({
+            "transport": transport, "clients": n, "shards": shards, "security": security,
+            "binds_per_s_ratio": round(tls["binds_per_s"] / max(plain["binds_per_s"], 1e-9), 3),
+            **{key: round(tls[key] - plain[key], 3)
+               for key in ("control_plane_cpu_ms_per_bind", "load_generator_cpu_ms_per_bind")},
+        })
+    return costs
 
 
 if __name__ == "__main__":

@@ -167,7 +167,8 @@ class Cluster:
 
     def _env(self) -> dict[str, str]:
         path = os.pathsep.join([str(REPO), str(self._plugin_dir), os.environ.get("PYTHONPATH", "")])
-        return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+        # plaintext on loopback, asked for explicitly (docs/deploy.md)
+        return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "PROPIUS_INSECURE": "1"}
 
     def start_redis(self) -> None:
         command = ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
@@ -182,7 +183,7 @@ class Cluster:
 
     def start_plane(self) -> None:
         self.plane_starts += 1
-        env = {**self._env(), "PROPIUS_CLIENT_TTL_S": str(self.config.client_ttl_s),
+        env = {**self._env(), "PROPIUS_AUTH": "open", "PROPIUS_CLIENT_TTL_S": str(self.config.client_ttl_s),
                "PROPIUS_LEASE_S": str(self.config.lease_s), "PROPIUS_SCHEDULER_PERIOD_S": "0.5",
                "PROPIUS_MAX_WAIT_S": "5", "PROPIUS_OFFER_TTL_S": "5", "PROPIUS_SUPPLY_PERIOD_S": "2"}
         command = [sys.executable, "-m", "propius.cli", "up", "--redis-url",

@@ -115,7 +115,7 @@ class ShardedCluster(Cluster):
             self.start_daemon(index)
 
     def start_shard(self, index: int) -> None:
-        env = {**self._env(), "PROPIUS_CLIENT_TTL_S": str(self.config.client_ttl_s),
+        env = {**self._env(), "PROPIUS_AUTH": "open", "PROPIUS_CLIENT_TTL_S": str(self.config.client_ttl_s),
                "PROPIUS_LEASE_S": str(self.config.lease_s), "PROPIUS_SCHEDULER_PERIOD_S": "0.5",
                "PROPIUS_MAX_WAIT_S": "5", "PROPIUS_OFFER_TTL_S": "5", "PROPIUS_SUPPLY_PERIOD_S": "2",
                "PROPIUS_SHARD_TTL_S": str(self.shard_ttl_s), "PROPIUS_DURABLE_UPDATES": "true"}

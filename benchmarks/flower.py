@@ -84,9 +84,9 @@ async def propius_runs(app: Path, redis_url: str) -> list[dict]:
     with tempfile.TemporaryDirectory() as folder:
         prefix = f"bench{uuid.uuid4().hex[:8]}"
         settings = Settings(redis_url=redis_url, key_prefix=prefix, data_dir=Path(folder), port=0,
-                            scheduler_period_s=0.2)
+                            scheduler_period_s=0.2, insecure=True, auth="open")  # loopback, asked for explicitly
         env = {**os.environ, "PROPIUS_REDIS_URL": redis_url, "PROPIUS_KEY_PREFIX": prefix,
-               "PROPIUS_FLOWER_APPS": str(app)}
+               "PROPIUS_FLOWER_APPS": str(app), "PROPIUS_INSECURE": "1"}
         async with ControlPlane(settings) as plane:
             daemon = subprocess.Popen(
                 [sys.executable, "-m", "clients.daemon", "--server", plane.address, "--devices", str(NODES),

@@ -46,38 +46,35 @@ from propius.simulator.workload import load_workload  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 POLICIES = ["fifo", "random", "srsf", "las", "fair-share", "irs", "propius"]
+# Options override the default profile's plug-ins (policies/profiles/default.yaml): -x drops plug-in x, +x adds it.
 ABLATIONS: dict[str, dict[str, Any]] = {
-    "propius +scarce_first": {"scarce_first": True},
+    "propius +scarce_first": {"class_order": True},
+    "propius -starvation_bound": {"starvation_bound": False},
     "propius -doom_guard": {"doom_guard": False},
     "propius -straggler_guard": {"straggler_guard": False},
     "propius -deadline_aware": {"deadline_aware": False},
     "propius -availability_aware": {"availability_aware": False},
     "propius -speed_tiers": {"speed_tiers": False},
-    "propius -tier_fit": {"tier_fit": False},
-    "propius -task_tiers": {"task_tiers": False},
-    "propius +admission": {"admission": True},
-    "propius +adaptive_over_selection": {"adaptive_over_selection": True},
-    "propius +aging_tau_s=7200": {"aging_tau_s": 7200.0},
-    "propius +fill_first": {"fill_first": True},
+    "propius -tier_fit": {"speed_tiers.tier_fit": False},
+    "propius -task_tiers": {"speed_tiers.task_tiers": False},
     "propius +longest_first": {"longest_first": True},
     "propius -fastest_wake": {"fastest_wake": False},
     "propius +wait_for_faster": {"wait_for_faster": True},
     "propius +hold_for_tight": {"hold_for_tight": True},
 }
 # Central-binding variants run beside the default on utilization-5jobs. The last three are the makespan
-# objective an operator would pick for a batch of jobs that must all finish (docs/policies.md): plain,
-# with waiting for faster clients, and with that and holding clients for a tight job's next round.
+# objective an operator would pick for a batch of jobs that must all finish (docs/policies.md; the last one
+# is the `makespan` profile, policies/profiles/makespan.yaml): plain, with waiting for faster clients, and
+# with that and holding clients for a tight job's next round.
+MAKESPAN = {"longest_first": True, "class_order": True, "speed_tiers": False}
 UTILIZATION_VARIANTS: dict[str, dict[str, Any]] = {
     "propius -speed_tiers": {"speed_tiers": False},
     "propius -fastest_wake": {"fastest_wake": False},
     "propius +longest_first": {"longest_first": True},
-    "propius +longest_first +scarce_first -speed_tiers": {"longest_first": True, "scarce_first": True,
-                                                          "speed_tiers": False},
-    "propius +longest_first +scarce_first -speed_tiers +wait_for_faster": {
-        "longest_first": True, "scarce_first": True, "speed_tiers": False, "wait_for_faster": True},
+    "propius +longest_first +scarce_first -speed_tiers": MAKESPAN,
+    "propius +longest_first +scarce_first -speed_tiers +wait_for_faster": {**MAKESPAN, "wait_for_faster": True},
     "propius +longest_first +scarce_first -speed_tiers +wait_for_faster +hold_for_tight": {
-        "longest_first": True, "scarce_first": True, "speed_tiers": False, "wait_for_faster": True,
-        "hold_for_tight": True},
+        **MAKESPAN, "wait_for_faster": True, "hold_for_tight": True},
 }
 UTILIZATION_TARGET, BINDS_TARGET = 1.5, 2.0
 

@@ -18,6 +18,11 @@ with the ``flwr[simulation]`` extra). Prints the tables, writes ``results/policy
 
     python benchmarks/policy_robustness.py                                   # the default sweep
     python benchmarks/policy_robustness.py --workloads 4 --seeds 0 --policies fifo propius   # a smoke run
+    python benchmarks/policy_robustness.py --policies fifo propius --profile my-profile.yaml   # compare profiles
+
+A profile (``--profile FILE``, repeatable, or a policy named ``profile:FILE``) runs as the policy
+``profile:NAME``; the profile travels inline with each task, so Ray workers need not see the file. The
+losses to FIFO are explained for the default policy and for every profile.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from typing import Any
 # This file shares a folder with ``policies.py``: keep the folder off the import path (the package wins).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
 
+from policies.profile import load_profile  # noqa: E402
+from policies.registry import PROFILE_PREFIX  # noqa: E402
 from propius.simulator.availability import AvailabilityModel  # noqa: E402
 from propius.simulator.engine import SimConfig  # noqa: E402
 from propius.simulator.families import WorkloadFamily, generate  # noqa: E402
@@ -55,7 +62,8 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     drawn = generate(WorkloadFamily.model_validate(task["family"]), task["family_seed"])
     model = PopulationModel(availability=AvailabilityModel(mode=drawn.availability), days=task["days"])
     started = time.perf_counter()
-    metrics, sim = simulate(drawn.workload, task["policy"], drawn.workload.clients, task["seed"],
+    policy = load_profile(task["profile"]).policy() if task.get("profile") else task["policy"]
+    metrics, sim = simulate(drawn.workload, policy, drawn.workload.clients, task["seed"],
                             config=SimConfig(seed=task["seed"]), model=model)
     jobs = []
     for job in sim.jobs:
@@ -137,11 +145,12 @@ def tables(comparison: dict[str, list[dict[str, Any]]], tolerance: float) -> lis
         losses = sum(e["avg_ratio"] > 1 + tolerance for e in entries)
         lines.append(f"| {policy} | {avg[0]:.3f} | {avg[1]:.3f} | {avg[2]:.3f} | {avg[3]:.3f} | {worst[1]:.2f}x "
                      f"| {worst[3]:.2f}x | {losses} of {len(entries)} | {sum(e['unfinished'] > 0 for e in entries)} |")
-    losses = [e for e in comparison.get(DEFAULT, []) if e["avg_ratio"] > 1 + tolerance]
-    lines += ["", f"Workloads where `{DEFAULT}` loses to FIFO by more than {tolerance:.0%}:"]
-    lines += [f"- family seed {e['family_seed']} (run seed {e['seed']}, {e['structure']}, {e['arrival']}, "
-              f"{e['jobs']} jobs, {e['clients']:,} clients): {e['avg_ratio']:.3f}x FIFO; {reason(e)}"
-              for e in losses] or ["- none"]
+    for policy in (p for p in comparison if p == DEFAULT or p.startswith(PROFILE_PREFIX)):
+        losses = [e for e in comparison[policy] if e["avg_ratio"] > 1 + tolerance]
+        lines += ["", f"Workloads where `{policy}` loses to FIFO by more than {tolerance:.0%}:"]
+        lines += [f"- family seed {e['family_seed']} (run seed {e['seed']}, {e['structure']}, {e['arrival']}, "
+                  f"{e['jobs']} jobs, {e['clients']:,} clients): {e['avg_ratio']:.3f}x FIFO; {reason(e)}"
+                  for e in losses] or ["- none"]
     return lines
 
 
@@ -168,17 +177,24 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=40)
     parser.add_argument("--family-seed", type=int, default=1000, help="first family seed (workload i: this + i)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="client-trace seeds")
-    parser.add_argument("--policies", nargs="+", default=POLICIES)
+    parser.add_argument("--policies", nargs="+", default=POLICIES, help="policy names, or profile:FILE")
+    parser.add_argument("--profile", type=Path, action="append", default=[], help="a policy profile YAML to run "
+                        "beside the policies, as profile:NAME (repeatable)")
     parser.add_argument("--days", type=int, default=7, help="simulated horizon")
     parser.add_argument("--tolerance", type=float, default=0.02, help="a loss smaller than this is a tie")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead of local processes")
     parser.add_argument("--out", type=Path, default=RESULTS / "policy_robustness.json")
     args = parser.parse_args()
-    policies = ["fifo", *[p for p in args.policies if p != "fifo"]]
+    profiles = {}  # label -> the profile, inline
+    for source in [*args.profile, *(Path(p.removeprefix(PROFILE_PREFIX)) for p in args.policies
+                                    if p.startswith(PROFILE_PREFIX))]:
+        profile = load_profile(source)
+        profiles[f"{PROFILE_PREFIX}{profile.name}"] = profile.model_dump(mode="json")
+    policies = ["fifo", *[p for p in args.policies if p != "fifo" and not p.startswith(PROFILE_PREFIX)], *profiles]
     family = FAMILY.model_dump(mode="json")
-    tasks = [{"family": family, "family_seed": args.family_seed + i, "seed": s, "policy": p, "days": args.days}
-             for i in range(args.workloads) for s in args.seeds for p in policies]
+    tasks = [{"family": family, "family_seed": args.family_seed + i, "seed": s, "policy": p, "days": args.days,
+              "profile": profiles.get(p)} for i in range(args.workloads) for s in args.seeds for p in policies]
     started = time.perf_counter()
     done = 0
 

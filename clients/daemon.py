@@ -14,11 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
+import grpc
 import typer
+from pydantic import ValidationError
 
 from clients.device import AgentConfig, DeviceAgent
+from clients.enrolment import Credentials, enroll_devices
 from clients.identity import DeviceIdentity, default_device_offset, detected_device, simulated_devices
 from clients.transport import Stubs, open_channel
+from propius.config import ChannelSecurity
 from propius.specs import AttributeValue, DeviceClass
 
 __all__ = ["app", "main", "run_devices"]
@@ -33,11 +37,20 @@ async def run_devices(
     stop: asyncio.Event,
     max_tasks: int | None,
     config: AgentConfig | None = None,
+    security: ChannelSecurity | None = None,
+    credentials: Credentials | None = None,
+    enroll_token: str = "",
 ) -> dict[str, int]:
-    """Run every device against ``server`` until ``stop`` (or ``max_tasks`` each); client_id -> tasks done."""
-    async with open_channel(server) as channel:
+    """Run every device against ``server`` until ``stop`` (or ``max_tasks`` each); client_id -> tasks done.
+    ``security``: the channel's TLS settings (None: from the environment). ``credentials``: the devices'
+    credentials (none: the server runs in open mode); those missing are enrolled first with ``enroll_token``."""
+    credentials = credentials or Credentials()
+    async with open_channel(server, security) as channel:
+        if enroll_token:
+            await enroll_devices(channel, devices, enroll_token, credentials)
         stubs = Stubs.multiplexed(channel)  # the devices' client calls share one stream
-        agents = [DeviceAgent(d, stubs, stop=stop, max_tasks=max_tasks, config=config) for d in devices]
+        agents = [DeviceAgent(d, stubs, stop=stop, max_tasks=max_tasks, config=config,
+                              credential=credentials.get(d.client_id)) for d in devices]
         try:
             counts = await asyncio.gather(*(agent.run() for agent in agents))
         finally:
@@ -45,7 +58,8 @@ async def run_devices(
     return {agent.client_id: count for agent, count in zip(agents, counts, strict=True)}
 
 
-async def _serve(server: str, devices: Sequence[DeviceIdentity], max_tasks: int | None) -> dict[str, int]:
+async def _serve(server: str, devices: Sequence[DeviceIdentity], max_tasks: int | None,
+                 security: ChannelSecurity, credentials: Credentials, enroll_token: str) -> dict[str, int]:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
@@ -61,7 +75,8 @@ async def _serve(server: str, devices: Sequence[DeviceIdentity], max_tasks: int 
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    return await run_devices(server, devices, stop=stop, max_tasks=max_tasks)
+    return await run_devices(server, devices, stop=stop, max_tasks=max_tasks, security=security,
+                             credentials=credentials, enroll_token=enroll_token)
 
 
 def _parse_attribute(text: str) -> tuple[str, AttributeValue]:
@@ -75,6 +90,7 @@ def _parse_attribute(text: str) -> tuple[str, AttributeValue]:
 
 
 app = typer.Typer(add_completion=False)
+_PEM = {"exists": True, "dir_okay": False}  # a PEM file option: a missing file is a usage error
 
 
 @app.command()
@@ -93,9 +109,23 @@ def serve(
     attr: Annotated[list[str] | None, typer.Option(help="NAME=VALUE overriding a detected attribute")] = None,
     dataset_size: Annotated[int, typer.Option(min=1, help="private dataset size with --detect")] = 256,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+    tls_ca: Annotated[Path | None, typer.Option(**_PEM, help="CA the control plane's certificate must chain to; "
+                                                              "default: system roots (env PROPIUS_TLS_CA)")] = None,
+    tls_cert: Annotated[Path | None, typer.Option(**_PEM, help="this daemon's certificate, for a control plane "
+                                                                "that requires one (env PROPIUS_TLS_CERT)")] = None,
+    tls_key: Annotated[Path | None, typer.Option(**_PEM, help="its private key (env PROPIUS_TLS_KEY)")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="plaintext, no TLS (env PROPIUS_INSECURE=1)")] = False,
+    enroll_token: Annotated[str, typer.Option(envvar="PROPIUS_ENROLL_TOKEN", help="enrolment token "
+                            "(`propius devices token create`): devices without a credential enrol with it")] = "",
+    credential_file: Annotated[Path | None, typer.Option(help="the devices' credentials (mode 0600), reused on "
+                               "restart; default: credentials.json in --state-dir")] = None,
 ) -> None:
-    """Run devices against the control plane until SIGTERM/SIGINT (or --max-tasks each)."""
+    """Run devices against the control plane until SIGTERM/SIGINT (or --max-tasks each); TLS unless --insecure."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        security = ChannelSecurity.given(tls_ca, tls_cert, tls_key, insecure)
+    except ValidationError as error:
+        raise typer.BadParameter(error.errors()[0]["msg"]) from None
     if detect:
         overrides = dict(_parse_attribute(item) for item in attr or [])
         identities = [detected_device(seed, state_dir, device_class, overrides, dataset_size)]
@@ -103,9 +133,17 @@ def serve(
         offset = default_device_offset(state_dir) if device_offset is None else device_offset
         identities = simulated_devices(devices, offset, seed, state_dir)
     log.info("%d device(s) against %s", len(identities), server)
+    if credential_file is None and state_dir is not None:
+        credential_file = state_dir / "credentials.json"
+    if enroll_token and credential_file is None:
+        log.warning("no --state-dir or --credential-file: credentials are lost at exit, and a client id enrols once")
+    credentials = Credentials(credential_file)
     try:
-        done = asyncio.run(_serve(server, identities, max_tasks))
+        done = asyncio.run(_serve(server, identities, max_tasks, security, credentials, enroll_token))
     except asyncio.CancelledError:
+        raise typer.Exit(1) from None
+    except grpc.aio.AioRpcError as error:  # only enrolment raises: the devices retry their own failures
+        log.error("enrolment refused (%s): %s", error.code().name, error.details())
         raise typer.Exit(1) from None
     log.info("stopped after %d task(s)", sum(done.values()))
 

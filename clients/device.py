@@ -27,6 +27,7 @@ from clients.codec import decode, encode
 from clients.executors import Executor, Task, TaskResult, UnknownExecutor, load_executor
 from clients.identity import DeviceIdentity, derive_seed
 from clients.transport import CHUNK_BYTES, Stubs, read_blob, upload_messages
+from propius.proto import DEVICE_TOKEN_HEADER
 from propius.proto import propius_pb2 as pb
 from propius.specs import Constraints, TaskConfig
 
@@ -86,8 +87,12 @@ class DeviceAgent:
         stop: asyncio.Event,
         max_tasks: int | None = None,
         config: AgentConfig | None = None,
+        credential: str = "",
     ) -> None:
+        """``credential``: the device's credential from enrolment (:mod:`clients.enrolment`), sent with each
+        of its calls; empty: the control plane runs in open mode (or knows the device by its certificate)."""
         self.identity = identity
+        self._metadata = ((DEVICE_TOKEN_HEADER, credential),) if credential else ()
         self.tasks_done = 0
         self._stubs = stubs
         self._stop = stop
@@ -141,7 +146,8 @@ class DeviceAgent:
             wait_s=self._config.wait_s,
             max_offers=self._config.max_offers,
         )
-        return await self._stubs.clients.CheckIn(request, timeout=self._config.wait_s + self._config.rpc_timeout_s)
+        return await self._stubs.clients.CheckIn(request, timeout=self._config.wait_s + self._config.rpc_timeout_s,
+                                                 metadata=self._metadata)
 
     async def _bind(self, offers: list[pb.TaskOffer]) -> _Choice | None:
         """Accept the first offer this device admits and can run; a full round moves on to the next."""
@@ -155,7 +161,7 @@ class DeviceAgent:
             sent = time.time()
             accepted = await self._stubs.clients.Accept(
                 pb.AcceptRequest(client_id=self._client_id, session_token=self._session, offer_id=offer.offer_id),
-                timeout=self._config.rpc_timeout_s,
+                timeout=self._config.rpc_timeout_s, metadata=self._metadata,
             )
             received = time.time()
             if accepted.bound:
@@ -224,7 +230,8 @@ class DeviceAgent:
         )
         while True:
             try:
-                payload = await read_blob(self._stubs.data.FetchModel(request, timeout=self._config.transfer_timeout_s))
+                payload = await read_blob(self._stubs.data.FetchModel(request, timeout=self._config.transfer_timeout_s,
+                                                                           metadata=self._metadata))
                 return decode(payload)
             except grpc.aio.AioRpcError as error:
                 if error.code() not in RETRYABLE or (binding.deadline_unix and time.time() > binding.deadline_unix):
@@ -245,7 +252,8 @@ class DeviceAgent:
             )
             try:
                 reply = await self._stubs.data.UploadUpdate(
-                    upload_messages(header, payload, self._config.chunk_bytes), timeout=self._config.transfer_timeout_s
+                    upload_messages(header, payload, self._config.chunk_bytes), timeout=self._config.transfer_timeout_s,
+                    metadata=self._metadata,
                 )
                 break
             except grpc.aio.AioRpcError as error:
@@ -277,7 +285,7 @@ class DeviceAgent:
         while True:
             await asyncio.sleep(period)
             try:
-                reply = await self._stubs.clients.Heartbeat(request, timeout=max(period, 1.0))
+                reply = await self._stubs.clients.Heartbeat(request, timeout=max(period, 1.0), metadata=self._metadata)
             except grpc.aio.AioRpcError as error:
                 if error.code() in BINDING_GONE:
                     lost.set()
@@ -300,7 +308,8 @@ class DeviceAgent:
             client_id=self._client_id, session_token=self._session, job_id=binding.job_id, round=binding.round
         )
         with contextlib.suppress(grpc.aio.AioRpcError):
-            await self._stubs.clients.Release(request, timeout=min(self._config.rpc_timeout_s, 2.0))
+            await self._stubs.clients.Release(request, timeout=min(self._config.rpc_timeout_s, 2.0),
+                                              metadata=self._metadata)
 
     # ---------------------------------------------------------------- helpers
 

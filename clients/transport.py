@@ -1,5 +1,7 @@
 """The client's gRPC plumbing: one channel per process, chunked model fetch and update upload.
 
+Channels are TLS unless plaintext is asked for (``ChannelSecurity.insecure``), see ``channel_credentials``.
+
 gRPC channels reconnect by themselves; the options below make them do it on the same 0.2 s -> 5 s
 schedule the devices use, so a restarted control plane is found again quickly but not stampeded.
 """
@@ -7,6 +9,7 @@ schedule the devices use, so a restarted control plane is found again quickly bu
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import AsyncIterable, Iterator
 from dataclasses import dataclass
@@ -14,10 +17,14 @@ from dataclasses import dataclass
 import grpc
 
 from clients.transport_mux import MultiplexedClients
+from propius.config import ChannelSecurity
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 
-__all__ = ["CHUNK_BYTES", "MAX_MESSAGE_BYTES", "Stubs", "TransferError", "open_channel", "read_blob", "upload_messages"]
+__all__ = ["CHUNK_BYTES", "MAX_MESSAGE_BYTES", "Stubs", "TransferError", "channel_credentials", "open_channel",
+           "read_blob", "upload_messages"]
+
+log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 64 << 20
 CHUNK_BYTES = 1 << 20
@@ -38,8 +45,36 @@ class TransferError(Exception):
     """A streamed payload arrived incomplete or corrupted."""
 
 
-def open_channel(server: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(server, options=CHANNEL_OPTIONS)
+class _PlaintextNoted:
+    """A client's plaintext is logged once per process, at INFO (the daemon's default level; the CLI's one-shot
+    commands stay quiet): the control plane logs its own plaintext as a WARNING."""
+
+    done = False
+
+
+def channel_credentials(security: ChannelSecurity) -> grpc.ChannelCredentials | None:
+    """TLS credentials from the PEM files ``security`` names (no CA: the system's roots); None for plaintext.
+    A file that cannot be read raises ``OSError`` naming it."""
+    if security.insecure:
+        if not _PlaintextNoted.done:
+            _PlaintextNoted.done = True
+            log.info("plaintext gRPC to the control plane (insecure): traffic and credentials are readable "
+                     "on the network")
+        return None
+    read = lambda path: path.read_bytes() if path is not None else None  # noqa: E731
+    return grpc.ssl_channel_credentials(root_certificates=read(security.tls_ca), private_key=read(security.tls_key),
+                                        certificate_chain=read(security.tls_cert))
+
+
+def open_channel(server: str, security: ChannelSecurity | None = None,
+                 options: list[tuple[str, int]] | None = None) -> grpc.aio.Channel:
+    """An asyncio channel to ``server``; ``security`` None: from the ``PROPIUS_TLS_*``/``PROPIUS_INSECURE``
+    environment."""
+    credentials = channel_credentials(security if security is not None else ChannelSecurity())
+    options = CHANNEL_OPTIONS if options is None else options
+    if credentials is None:
+        return grpc.aio.insecure_channel(server, options=options)
+    return grpc.aio.secure_channel(server, credentials, options=options)
 
 
 @dataclass(frozen=True)

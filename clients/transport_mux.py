@@ -9,7 +9,7 @@ DEADLINE_EXCEEDED and is cancelled on the server. If the stream breaks (a restar
 the calls in flight fail with its status (UNAVAILABLE) and the next call opens a new stream.
 
 :class:`MultiplexedClients` has the unary stub's call signature (``await mux.CheckIn(request,
-timeout=...)``), so a device does not know which one it uses.
+timeout=..., metadata=...)``), so a device does not know which one it uses.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import grpc
 
 from propius.multiplex import take_batch
+from propius.proto import DEVICE_TOKEN_HEADER
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 
@@ -31,6 +32,7 @@ __all__ = ["MultiplexedClients"]
 log = logging.getLogger(__name__)
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
+Metadata = tuple[tuple[str, str], ...]
 
 
 def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
@@ -131,28 +133,34 @@ class MultiplexedClients:
         self._stream: _Stream | None = None
         self.ListClients = self._stub.ListClients  # not per device: stays unary
 
-    async def CheckIn(self, request: pb.CheckInRequest, timeout: float | None = None) -> pb.CheckInResponse:  # noqa: N802
-        return await self._call("check_in", request, timeout)
+    async def CheckIn(self, request: pb.CheckInRequest, timeout: float | None = None,  # noqa: N802
+                      metadata: Metadata = ()) -> pb.CheckInResponse:
+        return await self._call("check_in", request, timeout, metadata)
 
-    async def Accept(self, request: pb.AcceptRequest, timeout: float | None = None) -> pb.AcceptResponse:  # noqa: N802
-        return await self._call("accept", request, timeout)
+    async def Accept(self, request: pb.AcceptRequest, timeout: float | None = None,  # noqa: N802
+                     metadata: Metadata = ()) -> pb.AcceptResponse:
+        return await self._call("accept", request, timeout, metadata)
 
-    async def Heartbeat(self, request: pb.HeartbeatRequest, timeout: float | None = None) -> pb.HeartbeatResponse:  # noqa: N802
-        return await self._call("heartbeat", request, timeout)
+    async def Heartbeat(self, request: pb.HeartbeatRequest, timeout: float | None = None,  # noqa: N802
+                        metadata: Metadata = ()) -> pb.HeartbeatResponse:
+        return await self._call("heartbeat", request, timeout, metadata)
 
-    async def Release(self, request: pb.ReleaseRequest, timeout: float | None = None) -> pb.ReleaseResponse:  # noqa: N802
-        return await self._call("release", request, timeout)
+    async def Release(self, request: pb.ReleaseRequest, timeout: float | None = None,  # noqa: N802
+                      metadata: Metadata = ()) -> pb.ReleaseResponse:
+        return await self._call("release", request, timeout, metadata)
 
     def _open(self) -> _Stream:
         if self._stream is None or self._stream.closed is not None:
             self._stream = _Stream(self._stub)
         return self._stream
 
-    async def _call(self, kind: str, request: Any, timeout: float | None) -> Any:
+    async def _call(self, kind: str, request: Any, timeout: float | None, metadata: Metadata) -> Any:
+        """``metadata``: the unary call's; the device credential in it travels in the call itself."""
         stream = self._open()
         call_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        stream.submit(pb.ClientCall(call_id=call_id, **{kind: request}), future)
+        token = dict(metadata).get(DEVICE_TOKEN_HEADER, "")
+        stream.submit(pb.ClientCall(call_id=call_id, device_token=token, **{kind: request}), future)
         try:
             if timeout is None:
                 return await future

@@ -2,11 +2,13 @@
 
 ``ControlPlane`` is what ``propius up`` runs and what tests start in-process; several instances on
 one Redis and database act as shards of client traffic (every shard serves every RPC; a round's
-uploads must reach the shard that opened it, see :mod:`control_plane.rounds`).
+uploads must reach the shard that opened it, see :mod:`control_plane.rounds`). It listens with TLS or
+mutual TLS, or in plaintext only when ``insecure`` is set (:mod:`control_plane.tls`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import gc
@@ -15,23 +17,31 @@ import logging
 import grpc
 from redis.asyncio import RedisCluster
 
+from control_plane.audit import AuditLog
+from control_plane.auth import Guard
 from control_plane.binding import Binder
 from control_plane.client_service import ClientService
 from control_plane.cluster_pipe import ClusterPipe, cluster_pipe_supported
+from control_plane.dashboard_http import DashboardServer
+from control_plane.dashboard_state import DashboardSource
 from control_plane.data_service import DataService
 from control_plane.events import EventBus
 from control_plane.hot_state import HotState
+from control_plane.identity_store import IdentityStore
 from control_plane.job_service import JobService, TraceExporter
 from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
 from control_plane.metrics import Metrics
 from control_plane.redis_client import connect
 from control_plane.redis_pipe import RedisPipe, pipe_supported
+from control_plane.round_metrics import RoundLatency
 from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
+from control_plane.scheduling.class_queues import class_queues, waiting_by_class
 from control_plane.store import Store
+from control_plane.tls import server_credentials
 from control_plane.wire import DecodeGuard
-from policies import load_policy
+from policies import ProfilePolicy, configured_policy
 from propius.config import Settings
 from propius.proto import propius_pb2_grpc as pb_grpc
 
@@ -69,6 +79,7 @@ class ControlPlane:
             raise ValueError("ControlPlane needs a redis_url; `propius up` starts an embedded one")
         if settings.trace_export_dir is not None and trace_exporter is None:
             log.warning("trace_export_dir is set but the control plane has no trace exporter: no job is exported")
+        self.credentials = server_credentials(settings)  # before any connection: a plane that may not listen fails fast
         self.settings = settings
         self.trace_exporter = trace_exporter
         # Blocking pools: under a burst, requests queue for a connection instead of failing.
@@ -77,6 +88,9 @@ class ControlPlane:
         self.raw_redis = connect(settings.redis_url, decode_responses=False,
                                  max_connections=settings.redis_connections)
         self.store = Store(settings.resolved_database_url())
+        self.identities = IdentityStore(self.store.engine)
+        self.guard = Guard(settings, self.identities)
+        self.audit = AuditLog(self.identities, settings.audit_max_rows, settings.audit_retention_s)
         # A lean connection for check-ins and binds (one per node on a cluster; redis-py does them for TLS URLs)
         self.pipe: RedisPipe | ClusterPipe | None = None
         if pipe_supported(settings.redis_url):
@@ -92,12 +106,20 @@ class ControlPlane:
         self.journal = Journal(self.store, spill_dir=settings.data_dir / "journal")
         self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs,
                                    self.metrics)
-        policy = load_policy(settings.policy, **settings.policy_options)
+        policy = configured_policy(settings.policy, settings.policy_options, settings.policy_profile)
+        # what traces and logs name: the policy, or the profile that replaced it
+        from_profile = settings.policy_profile is not None and isinstance(policy, ProfilePolicy)
+        self.policy_name = f"profile:{policy.profile}" if from_profile else settings.policy
         self.view = SchedulerView(self.hot, self.jobs, policy, settings)  # fed events by the binder
         self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus, self.metrics)
         self.scheduler = Scheduler(settings, self.view, self.jobs)
+        self.bus.add_listener(RoundLatency(self.metrics, self.bus.id).on_event)
+        self.dashboard = DashboardSource(settings, self.hot, self.jobs, self.view, self.binder.waiting.client_ids,
+                                         lambda: self.address)
+        self.dashboard_server: DashboardServer | None = None
+        self._queues_at = 0.0
         tick = (self.rounds.check_hot_state, self.rounds.take_over_orphans, self.view.refresh_states,
-                self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush)
+                self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush, self._observe_queues)
         for task in tick:
             self.scheduler.every_tick(task)
         self.server: grpc.aio.Server | None = None
@@ -105,6 +127,27 @@ class ControlPlane:
 
     async def _flush(self, _now: float) -> None:
         await self.journal.flush()
+        await self.audit.flush()
+
+    async def _observe_queues(self, now: float) -> None:
+        """The classes' queues for the metrics, once per supply estimate (a pass over the waiting clients)."""
+        if now - self._queues_at < self.settings.supply_period_s:
+            return
+        self._queues_at = now
+        waiting = waiting_by_class(self.binder.waiting.client_ids(), self.view.classes_of)
+        self.metrics.set_queues(class_queues(self.view.snapshot().views, self.view.supply, waiting))
+
+    @property
+    def dashboard_port(self) -> int:
+        """The dashboard's port; 0 while it is off."""
+        return self.dashboard_server.port if self.dashboard_server is not None else 0
+
+    @property
+    def transport(self) -> str:
+        """plaintext, tls or mtls: how clients reach this plane."""
+        if self.credentials is None:
+            return "plaintext"
+        return "mtls" if self.settings.tls_require_client_cert else "tls"
 
     @property
     def address(self) -> str:
@@ -133,37 +176,60 @@ class ControlPlane:
             (pb_grpc.add_JobServiceServicer_to_server,
              JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.finished_job_ttl_s,
                         store=self.store, exporter=self.trace_exporter,
-                        export_every_job=self.settings.trace_export_dir is not None, policy=self.settings.policy)),
+                        export_every_job=self.settings.trace_export_dir is not None, policy=self.policy_name,
+                        guard=self.guard, audit=self.audit)),
             (pb_grpc.add_ClientServiceServicer_to_server,
-             ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store)),
+             ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store, guard=self.guard,
+                           audit=self.audit)),
             (pb_grpc.add_DataServiceServicer_to_server,
-             DataService(self.settings, self.rounds, self.binder, self.hot, self.jobs)),
+             DataService(self.settings, self.rounds, self.binder, self.hot, self.jobs, guard=self.guard,
+                         audit=self.audit)),
         )
         for add, servicer in services:
             add(servicer, DecodeGuard(self.server))  # undecodable requests: INVALID_ARGUMENT
         address = f"{self.settings.host}:{self.settings.port}"
         try:
-            self.port = self.server.add_insecure_port(address)
+            if self.credentials is None:
+                self.port = self.server.add_insecure_port(address)
+            else:
+                self.port = self.server.add_secure_port(address, self.credentials)
         except RuntimeError:  # gRPC's "Failed to bind": the port is taken (or the host is not ours)
             self.port = 0
         if self.port == 0:
             raise OSError(errno.EADDRINUSE, f"cannot listen on {address}: the address is in use or not local")
         await self.server.start()
+        if self.credentials is None:
+            log.warning("listening in plaintext (insecure) on %s: anyone on the network can read and forge its "
+                        "traffic", self.address)
         self.scheduler.start()
         if self.settings.metrics_port:
             self.metrics.serve(self.settings.metrics_port, self.settings.host)
+        if self.settings.dashboard_port:
+            self.dashboard_server = DashboardServer(
+                self.settings.host, self.settings.dashboard_port, self.settings.dashboard_token, self.dashboard.json,
+                self.metrics.exposition, asyncio.get_running_loop())
+            self.dashboard_server.start()
         _freeze_startup_heap()
-        log.info("control plane listening on %s (policy %s)", self.address, self.settings.policy)
+        log.info("control plane listening on %s (%s, policy %s, auth %s)", self.address, self.transport,
+                 self.policy_name, self.settings.auth)
+        if self.settings.auth == "open":
+            log.warning("auth is open: anyone who reaches %s may submit, read and drive any job and check in as "
+                        "any client (docs/security.md)", self.address)
         return self
 
     async def stop(self, grace_s: float = 2.0) -> None:
         self.scheduler.stop()
+        if self.dashboard_server is not None:  # from a thread: a request in flight waits on this loop
+            await asyncio.to_thread(self.dashboard_server.stop)
+            self.dashboard_server = None
         if self.server is not None:
             await self.server.stop(grace_s)
         with contextlib.suppress(Exception):
             await self.journal.flush()
         with contextlib.suppress(Exception):
             await self.rounds.shards.retire()
+        with contextlib.suppress(Exception):
+            await self.audit.flush()
         self.journal.close()
         await self.bus.stop()
         if self.pipe is not None:

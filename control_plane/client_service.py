@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from control_plane.audit import AuditLog
+from control_plane.auth import Caller, Guard
 from control_plane.binding import Binder
 from control_plane.convert import profile_from_pb, profile_to_pb
 from control_plane.errors import InvalidArgument, ResourceExhausted, error_status, require_id, rpc_errors
@@ -38,7 +40,7 @@ def _job_round(request: pb.HeartbeatRequest | pb.ReleaseRequest) -> tuple[str, i
 class ClientService(pb_grpc.ClientServiceServicer):
     def __init__(
         self, settings: Settings, binder: Binder, hot: HotState, jobs: JobRegistry, view: SchedulerView,
-        store: Store,
+        store: Store, *, guard: Guard, audit: AuditLog,
     ) -> None:
         self._settings = settings
         self._binder = binder
@@ -46,6 +48,8 @@ class ClientService(pb_grpc.ClientServiceServicer):
         self._jobs = jobs
         self._view = view
         self._store = store
+        self.guard = guard
+        self._audit = audit
 
     @property
     def max_stream_calls(self) -> int:
@@ -55,7 +59,10 @@ class ClientService(pb_grpc.ClientServiceServicer):
     # The handlers proper: plain coroutines that raise ServiceError. The unary RPCs and Multiplex both
     # run them, so a call answers the same on either path.
 
-    async def check_in(self, request: pb.CheckInRequest) -> pb.CheckInResponse:
+    async def check_in(self, request: pb.CheckInRequest, caller: Caller) -> pb.CheckInResponse:
+        if not caller.open and not request.profile.client_id:
+            request.profile.client_id = caller.client_id  # an enrolled device checks in as itself
+        Guard.require_client(caller, request.profile.client_id)
         if request.profile.ByteSize() > self._settings.max_profile_bytes:
             raise ResourceExhausted(f"profile: larger than {self._settings.max_profile_bytes} bytes encoded")
         profile = profile_from_pb(request.profile)
@@ -77,7 +84,8 @@ class ClientService(pb_grpc.ClientServiceServicer):
             ],
         )
 
-    async def accept(self, request: pb.AcceptRequest) -> pb.AcceptResponse:
+    async def accept(self, request: pb.AcceptRequest, caller: Caller) -> pb.AcceptResponse:
+        Guard.require_client(caller, request.client_id)
         if not request.offer_id:
             raise InvalidArgument("offer_id", "required")
         job_id, round_, attempt, outcome = await self._binder.accept(
@@ -91,12 +99,14 @@ class ClientService(pb_grpc.ClientServiceServicer):
             server_unix=time.time(),
         )
 
-    async def heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
+    async def heartbeat(self, request: pb.HeartbeatRequest, caller: Caller) -> pb.HeartbeatResponse:
+        Guard.require_client(caller, request.client_id)
         job_id, round_ = _job_round(request)
         valid = await self._binder.heartbeat(request.client_id, request.session_token, job_id, round_)
         return pb.HeartbeatResponse(valid=valid, lease_s=self._settings.lease_s, server_unix=time.time())
 
-    async def release(self, request: pb.ReleaseRequest) -> pb.ReleaseResponse:
+    async def release(self, request: pb.ReleaseRequest, caller: Caller) -> pb.ReleaseResponse:
+        Guard.require_client(caller, request.client_id)
         job_id, round_ = _job_round(request)
         released = await self._binder.release(request.client_id, request.session_token, job_id, round_)
         return pb.ReleaseResponse(released=released)
@@ -105,19 +115,19 @@ class ClientService(pb_grpc.ClientServiceServicer):
 
     @rpc_errors
     async def CheckIn(self, request: pb.CheckInRequest, context: grpc.aio.ServicerContext):
-        return await self.check_in(request)
+        return await self.check_in(request, await self.guard.device_caller(context))
 
     @rpc_errors
     async def Accept(self, request: pb.AcceptRequest, context: grpc.aio.ServicerContext):
-        return await self.accept(request)
+        return await self.accept(request, await self.guard.device_caller(context))
 
     @rpc_errors
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext):
-        return await self.heartbeat(request)
+        return await self.heartbeat(request, await self.guard.device_caller(context))
 
     @rpc_errors
     async def Release(self, request: pb.ReleaseRequest, context: grpc.aio.ServicerContext):
-        return await self.release(request)
+        return await self.release(request, await self.guard.device_caller(context))
 
     # ---------------------------------------------------------------- many devices on one stream
 
@@ -127,14 +137,26 @@ class ClientService(pb_grpc.ClientServiceServicer):
         await _Multiplexer(self, request_iterator, context).run()
 
     @rpc_errors
+    async def Enroll(self, request: pb.EnrollRequest, context: grpc.aio.ServicerContext):
+        """Trade an enrolment token for a credential bound to the client id (see :meth:`Guard.enroll`)."""
+        client_id = require_id(request.client_id, "client_id")
+        token = self.guard.enrolment_token(context, request.enrolment_token)
+        async with self._audit.call(f"enrolment:{token.id}", "Enroll", client_id):
+            credential = await self.guard.enroll(context, token, client_id)
+        return pb.EnrollResponse(client_id=client_id, device_token=credential)
+
+    @rpc_errors
     async def ListClients(self, request: pb.ListClientsRequest, context: grpc.aio.ServicerContext):
         """A read: the registry and the scheduler's supply estimates are left as they are (forgetting
-        clients is the scheduler's periodic work), whatever the window asked for."""
+        clients is the scheduler's periodic work), whatever the window asked for. Client ids and profiles
+        are for the operator: the 'read' role."""
+        await self.guard.job_caller(context, "read")
         window = _finite(request.active_within_s, "active_within_s") or self._settings.client_ttl_s
         recent = await self._hot.recent_clients(time.time() - window)
         done = await asyncio.to_thread(self._store.tasks_done_by_client)
         supply = await self._view.count_supply(window)
-        bound = await self._bound_jobs()
+        bound = await self._hot.bound_clients(
+            (await self._hot.rounds([job.job_id for job in self._jobs.active()])).values())
         return pb.ListClientsResponse(
             clients=[
                 pb.ClientInfo(profile=profile_to_pb(profile), last_seen_unix=seen,
@@ -145,16 +167,6 @@ class ClientService(pb_grpc.ClientServiceServicer):
                 job.job_id: supply.get(job.eligibility_key, 0) for job in self._jobs.active()
             },
         )
-
-    async def _bound_jobs(self) -> dict[str, str]:
-        """client id -> the job whose open round it holds a lease in (is working for)."""
-        states = await self._hot.rounds([job.job_id for job in self._jobs.active()])
-        bound: dict[str, str] = {}
-        for job_id, state in states.items():
-            if state.state == "open":
-                for client_id in await self._hot.leased(job_id, state.round, state.attempt):
-                    bound[client_id] = job_id
-        return bound
 
 
 MAX_BATCH_BYTES = 1 << 20  # well under gRPC's default 4 MiB receive limit
@@ -168,6 +180,7 @@ class _Multiplexer:
         self._handlers = {"check_in": service.check_in, "accept": service.accept, "heartbeat": service.heartbeat,
                           "release": service.release}
         self._max_calls = service.max_stream_calls
+        self._guard = service.guard
         self._calls = calls
         self._context = context
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -220,7 +233,8 @@ class _Multiplexer:
             kind = call.WhichOneof("request")
             if kind is None:
                 raise InvalidArgument("request", "one of check_in, accept, heartbeat, release is required")
-            response = await self._handlers[kind](getattr(call, kind))
+            caller = await self._guard.device_caller(self._context, call.device_token)
+            response = await self._handlers[kind](getattr(call, kind), caller)
             reply = pb.ClientReply(call_id=call_id, **{kind: response})
         except asyncio.CancelledError:
             return

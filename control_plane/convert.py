@@ -11,7 +11,7 @@ from control_plane.scheduling.state import ActiveJob, RoundState
 from propius.proto import propius_pb2 as pb
 from propius.specs import ClientProfile, describe_validation_error
 
-__all__ = ["job_info", "profile_from_pb", "profile_to_pb", "round_info"]
+__all__ = ["job_info", "profile_from_pb", "profile_to_pb", "redacted_spec_json", "round_info"]
 
 _ROUND_STATES = {"open": pb.ROUND_STATE_OPEN, "closed": pb.ROUND_STATE_CLOSED, "failed": pb.ROUND_STATE_FAILED}
 _JOB_STATES = {
@@ -30,11 +30,19 @@ def round_info(state: RoundState | None) -> pb.RoundInfo:
     )
 
 
-def job_info(job: ActiveJob, state: RoundState | None) -> pb.JobInfo:
+def redacted_spec_json(job: ActiveJob) -> str:
+    """The job's spec as anyone but its owner sees it: no private requirements, no task config."""
+    return job.spec.model_dump_json(by_alias=True, exclude_none=True,
+                                    exclude={"task": True, "requirements": {"private"}})
+
+
+def job_info(job: ActiveJob, state: RoundState | None, *, redact: bool = False) -> pb.JobInfo:
+    """``redact``: the caller is not the job's owner (see :func:`redacted_spec_json`)."""
     return pb.JobInfo(
         job_id=job.job_id, name=job.spec.name, owner=job.spec.owner, state=_JOB_STATES[job.state],
         rounds_done=job.rounds_done, rounds_total=job.spec.rounds or 0, current_round=round_info(state),
-        spec_json=job.spec_json, created_unix=job.registered_at, finished_unix=job.finished_at or 0.0,
+        spec_json=redacted_spec_json(job) if redact else job.spec_json, created_unix=job.registered_at,
+        finished_unix=job.finished_at or 0.0,
     )
 
 

@@ -12,6 +12,8 @@ import math
 import time
 from collections.abc import AsyncIterator
 
+from control_plane.audit import AuditLog
+from control_plane.auth import Guard, check_drive
 from control_plane.binding import Binder
 from control_plane.convert import round_info
 from control_plane.errors import (
@@ -81,7 +83,10 @@ def _numbers(text: str, field: str) -> dict[str, float]:
 
 
 class DataService(pb_grpc.DataServiceServicer):
-    def __init__(self, settings: Settings, rounds: RoundManager, binder: Binder, hot: HotState, jobs: JobRegistry):
+    def __init__(self, settings: Settings, rounds: RoundManager, binder: Binder, hot: HotState, jobs: JobRegistry,
+                 *, guard: Guard, audit: AuditLog):
+        self._guard = guard
+        self._audit = audit
         self._settings = settings
         self._rounds = rounds
         self._binder = binder
@@ -91,16 +96,20 @@ class DataService(pb_grpc.DataServiceServicer):
     @rpc_errors
     async def PublishModel(self, request_iterator: AsyncIterator[pb.PublishModelRequest], context):
         started = time.time()
+        caller = await self._guard.job_caller(context)
         header = await anext(aiter(request_iterator), None)
         if header is None:
             raise InvalidArgument("data", "empty stream")
-        job = await self._jobs.require_live(header.job_id, header.job_token)
-        payload = await _collect(header.data, request_iterator, self._settings.max_model_bytes, "data")
-        ref = await self._rounds.publish_model(job, header.round, payload, started)
-        return pb.PublishModelResponse(digest=ref.digest, size=ref.size)
+        async with self._audit.call(caller.actor, "PublishModel", header.job_id):
+            job = await self._jobs.require_live(header.job_id, header.job_token)
+            check_drive(caller, job)
+            payload = await _collect(header.data, request_iterator, self._settings.max_model_bytes, "data")
+            ref = await self._rounds.publish_model(job, header.round, payload, started)
+            return pb.PublishModelResponse(digest=ref.digest, size=ref.size)
 
     @rpc_errors
     async def FetchModel(self, request: pb.FetchModelRequest, context) -> AsyncIterator[pb.BlobChunk]:
+        Guard.require_client(await self._guard.device_caller(context), request.client_id)
         await self._binder.authenticate(request.client_id, request.session_token)
         state = await self._hot.round(request.job_id)
         if state is None or state.round != request.round or state.state != "open":
@@ -123,9 +132,11 @@ class DataService(pb_grpc.DataServiceServicer):
 
     @rpc_errors
     async def UploadUpdate(self, request_iterator: AsyncIterator[pb.UploadUpdateRequest], context):
+        caller = await self._guard.device_caller(context)
         header = await anext(aiter(request_iterator), None)
         if header is None:
             raise InvalidArgument("data", "empty stream")
+        Guard.require_client(caller, header.client_id)
         await self._binder.authenticate(header.client_id, header.session_token)
         require_id(header.job_id)
         if not math.isfinite(header.num_samples) or not 0 < header.num_samples <= MAX_NUM_SAMPLES:
@@ -145,7 +156,9 @@ class DataService(pb_grpc.DataServiceServicer):
 
     @rpc_errors
     async def AwaitAggregate(self, request: pb.AwaitAggregateRequest, context) -> AsyncIterator[pb.AggregateChunk]:
+        caller = await self._guard.job_caller(context)
         job = await self._jobs.authorize(request.job_id, request.job_token)
+        check_drive(caller, job)
         timeout = request.timeout_s if math.isfinite(request.timeout_s) and request.timeout_s > 0 else 60.0
         state = await self._rounds.wait_finished(job.job_id, request.round, timeout)
         metrics = await self._rounds.metrics_of(job.job_id, state)

@@ -27,6 +27,7 @@ __all__ = [
     "PermissionDenied",
     "ResourceExhausted",
     "ServiceError",
+    "Unauthenticated",
     "Unavailable",
     "error_status",
     "is_outage",
@@ -145,3 +146,9 @@ def rpc_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
             await context.abort(code, message)
 
     return unary
+
+
+class Unauthenticated(ServiceError):
+    """No credential, or one the server does not know (unknown, revoked, malformed)."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED

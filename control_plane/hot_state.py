@@ -12,7 +12,7 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -299,6 +299,15 @@ class HotState:
     async def leased(self, job_id: str, round_: int, attempt: int) -> list[str]:
         """The clients holding a lease in the attempt: bound and not yet delivered or dropped."""
         return list(await self.redis.zrange(self._leases_key(job_id, round_, attempt), 0, -1))
+
+    async def bound_clients(self, states: Iterable[RoundState]) -> dict[str, str]:
+        """client id -> the job whose open round (among ``states``) it holds a lease in (is working for)."""
+        bound: dict[str, str] = {}
+        for state in states:
+            if state.state == "open":
+                for client_id in await self.leased(state.job_id, state.round, state.attempt):
+                    bound[client_id] = state.job_id
+        return bound
 
     async def expired_leases(self, job_id: str, round_: int, attempt: int, now: float) -> list[str]:
         return list(await self.redis.zrangebyscore(self._leases_key(job_id, round_, attempt), "-inf", now))

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import grpc
 
+from control_plane.audit import AuditLog
+from control_plane.auth import Guard, check_drive, check_read, owned_spec
 from control_plane.convert import job_info, round_info
 from control_plane.errors import InvalidArgument, require_id, rpc_errors
 from control_plane.events import Event, EventBus
@@ -16,6 +18,7 @@ from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
 from control_plane.rounds import RoundManager
+from control_plane.scheduling.state import ActiveJob
 from control_plane.store import Store
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
@@ -37,7 +40,7 @@ class JobService(pb_grpc.JobServiceServicer):
     def __init__(
         self, jobs: JobRegistry, rounds: RoundManager, hot: HotState, bus: EventBus, journal: Journal,
         finished_ttl_s: float, *, store: Store, exporter: TraceExporter | None = None, export_every_job: bool = False,
-        policy: str = "",
+        policy: str = "", guard: Guard, audit: AuditLog,
     ) -> None:
         """``exporter``: writes a completed job's trace where ``export_every_job`` or the CompleteJob request
         asks for it; None: such requests are answered without a trace (``JobInfo.trace_dir`` empty).
@@ -53,34 +56,53 @@ class JobService(pb_grpc.JobServiceServicer):
         self._exporter = exporter
         self._export_every_job = export_every_job
         self._policy = policy
+        self._guard = guard
+        self._audit = audit
 
     @rpc_errors
     async def RegisterJob(self, request: pb.RegisterJobRequest, context: grpc.aio.ServicerContext):
-        if len(request.spec_json) > _MAX_SPEC_BYTES:
-            raise InvalidArgument("spec_json", f"larger than {_MAX_SPEC_BYTES} bytes")
-        if not request.spec_json:
-            raise InvalidArgument("spec_json", "required")
-        spec = JobSpec.parse(request.spec_json)
-        job, token = await self._jobs.register(spec)
+        caller = await self._guard.job_caller(context)
+        async with self._audit.call(caller.actor, "RegisterJob", "") as entry:
+            caller.require("submit")
+            if len(request.spec_json) > _MAX_SPEC_BYTES:
+                raise InvalidArgument("spec_json", f"larger than {_MAX_SPEC_BYTES} bytes")
+            if not request.spec_json:
+                raise InvalidArgument("spec_json", "required")
+            spec = owned_spec(JobSpec.parse(request.spec_json), caller)
+            job, token = await self._jobs.register(spec)
+            entry.target = job.job_id
         self._journal.event("job_registered", job.job_id, name=spec.name, owner=spec.owner, policy=self._policy)
         await self._bus.publish(Event("job_registered", job.job_id))
         return pb.RegisterJobResponse(job_id=job.job_id, job_token=token)
 
     @rpc_errors
     async def StartRound(self, request: pb.StartRoundRequest, context: grpc.aio.ServicerContext):
-        job = await self._jobs.require_live(require_id(request.job_id), request.job_token)
-        return round_info(await self._rounds.start_round(job, request.demand))
+        caller = await self._guard.job_caller(context)
+        async with self._audit.call(caller.actor, "StartRound", request.job_id):
+            job = await self._jobs.require_live(require_id(request.job_id), request.job_token)
+            check_drive(caller, job)
+            return round_info(await self._rounds.start_round(job, request.demand))
 
     @rpc_errors
     async def EndRound(self, request: pb.EndRoundRequest, context: grpc.aio.ServicerContext):
-        job = await self._jobs.require_live(require_id(request.job_id), request.job_token)
-        state = await self._hot.round(job.job_id)
-        if state is None or state.round != request.round:
-            raise InvalidArgument("round", f"job {job.job_id!r} has no round {request.round}")
-        return round_info(await self._rounds.close(job.job_id, state.round, state.attempt))
+        caller = await self._guard.job_caller(context)
+        async with self._audit.call(caller.actor, "EndRound", request.job_id):
+            job = await self._jobs.require_live(require_id(request.job_id), request.job_token)
+            check_drive(caller, job)
+            state = await self._hot.round(job.job_id)
+            if state is None or state.round != request.round:
+                raise InvalidArgument("round", f"job {job.job_id!r} has no round {request.round}")
+            return round_info(await self._rounds.close(job.job_id, state.round, state.attempt))
 
-    async def _finish(self, request: pb.JobRef, state: str) -> pb.JobInfo:
-        job = await self._jobs.authorize(require_id(request.job_id), request.job_token)
+    async def _finish(self, request: pb.JobRef, state: str, context: grpc.aio.ServicerContext) -> pb.JobInfo:
+        caller = await self._guard.job_caller(context)
+        method = "CompleteJob" if state == "completed" else "CancelJob"
+        async with self._audit.call(caller.actor, method, request.job_id):
+            job = await self._jobs.authorize(require_id(request.job_id), request.job_token)
+            check_drive(caller, job)
+            return await self._finished(job, request, state)
+
+    async def _finished(self, job: ActiveJob, request: pb.JobRef, state: str) -> pb.JobInfo:
         if not job.finished:
             await self._rounds.abort(job.job_id)
             job = await self._jobs.update(job.job_id, state=state)
@@ -98,41 +120,49 @@ class JobService(pb_grpc.JobServiceServicer):
     async def _export_trace(self, job_id: str) -> Path | None:
         """Export the completed job's trace; a failed export is logged, never the RPC's error."""
         if self._exporter is None:
-            log.info("trace export of job %s skipped: this control plane has no trace exporter", job_id)
+            log.info("trace export of job %s skipped: this control plane has no trace exporter", job_id,
+                     extra={"job_id": job_id})
             return None
         await self._journal.flush()  # the last round's spans are still write-behind
         try:
             return await self._exporter(self._store, job_id)
         except Exception:
-            log.exception("trace export of job %s failed", job_id)
+            log.exception("trace export of job %s failed", job_id, extra={"job_id": job_id})
             return None
 
     @rpc_errors
     async def CompleteJob(self, request: pb.JobRef, context: grpc.aio.ServicerContext):
-        return await self._finish(request, "completed")
+        return await self._finish(request, "completed", context)
 
     @rpc_errors
     async def CancelJob(self, request: pb.JobRef, context: grpc.aio.ServicerContext):
-        return await self._finish(request, "cancelled")
+        return await self._finish(request, "cancelled", context)
 
     @rpc_errors
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext):
+        caller = await self._guard.job_caller(context)
         job = await self._jobs.get(require_id(request.job_id))
-        return job_info(job, await self._hot.round(job.job_id))
+        check_read(caller, job)
+        return job_info(job, await self._hot.round(job.job_id), redact=not caller.owns(job))
 
     @rpc_errors
     async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext):
-        jobs = await self._jobs.list(request.include_finished)
+        caller = await self._guard.job_caller(context)
+        jobs = [job for job in await self._jobs.list(request.include_finished) if caller.may_read(job)]
         states = await self._hot.rounds([job.job_id for job in jobs])
-        return pb.ListJobsResponse(jobs=[job_info(job, states.get(job.job_id)) for job in jobs])
+        return pb.ListJobsResponse(jobs=[job_info(job, states.get(job.job_id), redact=not caller.owns(job))
+                                         for job in jobs])
 
     @rpc_errors
     async def WatchJob(
         self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.JobEvent]:
+        caller = await self._guard.job_caller(context)
         job = await self._jobs.get(require_id(request.job_id))
+        check_read(caller, job)
+        redact = not caller.owns(job)
         with self._bus.subscribe(job.job_id) as events:
-            yield pb.JobEvent(kind="snapshot", job=job_info(job, await self._hot.round(job.job_id)))
+            yield pb.JobEvent(kind="snapshot", job=job_info(job, await self._hot.round(job.job_id), redact=redact))
             while not job.finished:
                 try:
                     batch = [await asyncio.wait_for(events.get(), 30)]
@@ -142,7 +172,7 @@ class JobService(pb_grpc.JobServiceServicer):
                     batch.append(events.get_nowait())
                 job = await self._jobs.get(job.job_id)
                 state = await self._hot.round(job.job_id)
-                info, current = job_info(job, state), round_info(state)
+                info, current = job_info(job, state, redact=redact), round_info(state)
                 for event in batch:
                     yield pb.JobEvent(kind=event.kind, job=info, round=current, client_id=event.client_id,
                                       at_unix=event.at)

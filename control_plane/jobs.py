@@ -42,7 +42,8 @@ def _loaded(record: JobRecord) -> ActiveJob | None:
     try:
         return active_job(record)
     except SpecError as error:
-        log.error("job %s (%r) skipped: its stored spec is invalid (%s)", record.job_id, record.name, error)
+        log.error("job %s (%r) skipped: its stored spec is invalid (%s)", record.job_id, record.name, error,
+                  extra={"job_id": record.job_id})
         return None
 
 
@@ -95,7 +96,8 @@ class JobRegistry:
             return []
         expired = await asyncio.to_thread(self._store.expire_registered, now - self._idle_ttl_s, now)
         for job_id in expired:
-            log.info("job %s cancelled: registered %.0f s ago and never started", job_id, self._idle_ttl_s)
+            log.info("job %s cancelled: registered %.0f s ago and never started", job_id, self._idle_ttl_s,
+                     extra={"job_id": job_id})
             cached = self._jobs.get(job_id)
             if cached is not None:
                 self._jobs[job_id] = replace(cached, state="cancelled", finished_at=now)

@@ -2,7 +2,8 @@
 
 The informed rules of the policies (speed tiers, deadline-, availability- and straggler-aware
 dispatch, see :mod:`policies.propius_default`) read optional observations: a :class:`ClientEstimate`
-of the checking-in client, the speed-tier bounds, and per job its task shape, recent round timings
+of the checking-in client, the speed-tier bounds (over all clients, and per eligibility class over the
+recent clients the supply count reads), and per job its task shape, recent round timings
 and expected results. The simulator feeds them from its own clock; here they are learned from the
 job events (:mod:`control_plane.events`), which every shard receives, so every shard learns the same
 (check-in sessions excepted: a shard sees the check-ins of its own clients, which are the ones it
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 from control_plane.events import Event
 from control_plane.jobs import JobRegistry
@@ -32,6 +33,7 @@ from control_plane.scheduling.fastest_fill import estimate_fastest_fill
 from control_plane.scheduling.history import ClientHistory
 from control_plane.scheduling.round_timings import RoundTimings
 from control_plane.scheduling.state import RoundState
+from control_plane.scheduling.tiers import ClassTiers
 from policies import ClientEstimate, JobView
 
 __all__ = ["KEEP_S", "LiveObservations"]
@@ -42,8 +44,8 @@ KEEP_S = 7 * 24 * 3600.0  # what was learned of a client outlives its sessions, 
 class LiveObservations:
     def __init__(self, jobs: JobRegistry, speed_tiers: int = 3) -> None:
         self.history = ClientHistory()
+        self.tiers = ClassTiers(self.history, speed_tiers)
         self._jobs = jobs
-        self._tiers = speed_tiers
         self._attempts: dict[str, Attempt] = {}
         self._timings: defaultdict[str, RoundTimings] = defaultdict(RoundTimings)
         self._model_kbit: dict[str, float] = {}
@@ -56,14 +58,17 @@ class LiveObservations:
         return self.history.estimate(client_id)
 
     def speed_tiers(self) -> tuple[float, ...]:
-        return self.history.speed_tiers(self._tiers)
+        return self.tiers.speed_tiers()
+
+    def class_speed_tiers(self) -> Mapping[str, tuple[float, ...]]:
+        return self.tiers.bounds
 
     def annotate(self, view: JobView) -> JobView:
         """``view`` with what has been observed of its job (unchanged where nothing was)."""
         known: dict[str, float | None] = {}
         if (kbit := self._model_kbit.get(view.job_id)) is not None:
             known["model_size_kbit"] = kbit
-            if (fast := self.history.fast_task_s(view.work_samples, kbit, self._tiers)) is not None:
+            if (fast := self.tiers.fast_task_s(view.eligibility_key, view.work_samples, kbit)) is not None:
                 known["fast_task_s"] = fast
         timings = self._timings.get(view.job_id)
         if timings is not None and timings.recent_schedule_s is not None:

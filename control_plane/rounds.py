@@ -182,7 +182,8 @@ class RoundManager:
                 else:
                     await self._recover_job(job)
             except Exception:  # noqa: BLE001 - one bad job must not stop the plane from starting
-                log.exception("cannot recover the round of job %s; it stays as it is", job.job_id)
+                log.exception("cannot recover the round of job %s; it stays as it is", job.job_id,
+                              extra={"job_id": job.job_id})
         await self._raw_redis.set(self._alive_key, "1")
 
     async def take_over_orphans(self, _now: float) -> None:
@@ -257,7 +258,8 @@ class RoundManager:
                 self._store.finish_round, job.job_id, record.round, record.attempt, "failed", 0, time.time())
             if record.state == "failed":
                 self._journal.attempt_ended(job.job_id, record.round, record.attempt)
-                log.info("re-opening round %d of job %s as attempt %d", record.round, job.job_id, record.attempt + 1)
+                log.info("re-opening round %d of job %s as attempt %d", record.round, job.job_id, record.attempt + 1,
+                         extra={"job_id": job.job_id, "round": record.round, "attempt": record.attempt + 1})
                 await self._show_ended(job, record)
                 digest = record.model_digest if await self._restore_blob(job.job_id, record.model_digest) else ""
                 await self._open(job, record.round, record.attempt + 1, record.demand, digest)
@@ -290,7 +292,7 @@ class RoundManager:
             return True
         payload = await asyncio.to_thread(self.checkpoints.load, job_id, digest)
         if payload is None:
-            log.warning("job %s: checkpoint %s is missing", job_id, digest)
+            log.warning("job %s: checkpoint %s is missing", job_id, digest, extra={"job_id": job_id})
             return False
         await self.blobs.put(namespace, payload)
         return True
@@ -386,7 +388,8 @@ class RoundManager:
                 if not is_outage(error):
                     raise
                 # The update is accepted and journaled; the scheduler tick replays the close.
-                log.warning("job %s round %d: close deferred (%s)", job_id, round_, error)
+                log.warning("job %s round %d: close deferred (%s)", job_id, round_, error,
+                            extra={"job_id": job_id, "round": round_, "attempt": attempt})
         return AddResult(accepted=True, duplicate=False, results=max(results, result.results))
 
     # ---------------------------------------------------------------- closing
@@ -408,7 +411,8 @@ class RoundManager:
                 try:
                     aggregate: Aggregate = await aggregator.finalize()
                 except AggregateFailed as error:  # never publish a non-finite model: the round is re-run
-                    log.error("job %s round %d attempt %d failed: %s", job_id, round_, attempt, error)
+                    log.error("job %s round %d attempt %d failed: %s", job_id, round_, attempt, error,
+                              extra={"job_id": job_id, "round": round_, "attempt": attempt})
                     return await self._end_failed(job_id, state)
                 payload = await asyncio.to_thread(encode, aggregate.tensors)
                 pending = _PendingClose(round_, attempt, aggregate, payload, finalize_start)
@@ -466,7 +470,8 @@ class RoundManager:
         ended = await self._current(job_id)
         await self._bus.publish(Event(kind, job_id, record.round, record.attempt, state=ended.to_hash()))
         log.info("job %s round %d.%d %s with %d results", job_id, record.round, record.attempt, record.state,
-                 record.results)
+                 record.results, extra={"job_id": job_id, "round": record.round, "attempt": record.attempt,
+                                        "state": record.state, "results": record.results})
         return ended
 
     async def _release_unfinished(self, job_id: str, round_: int, attempt: int) -> None:
@@ -497,7 +502,7 @@ class RoundManager:
             except Exception as error:  # noqa: BLE001 - the next tick retries; other jobs go on
                 if not is_outage(error):
                     raise
-                log.warning("job %s: round end deferred (%s)", job.job_id, error)
+                log.warning("job %s: round end deferred (%s)", job.job_id, error, extra={"job_id": job.job_id})
 
     # ---------------------------------------------------------------- reading results
 

@@ -24,6 +24,7 @@ from control_plane.scheduling.fastest_fill import FillEstimates
 from control_plane.scheduling.matching import offer_candidates, supply_by_class
 from control_plane.scheduling.ordering import order_open_rounds
 from control_plane.scheduling.state import ActiveJob, RoundState, job_view
+from control_plane.scheduling.tiers import Cut
 from policies import JobView, Policy, SchedulingContext
 from propius.config import Settings
 from propius.specs import AttributeValue, ClientProfile
@@ -68,6 +69,7 @@ class SchedulerView:
         self._changes: dict[str, int] = {}  # per job: events applied to the cache
         self._members: dict[str, tuple[int, int, set[str]]] = {}  # job -> (round, attempt, bound clients)
         self._eligible: dict[str, tuple[str, tuple[str, ...]]] = {}  # client -> (profile JSON, classes admitting it)
+        self.estimates = 0  # supply estimates made: the recent clients change only with one
         self._classes_signature: tuple[str, ...] = ()
         self._version = 0  # bumped by every change a snapshot depends on
         self._snapshot: tuple[tuple[int, tuple[int, ...]], float, Snapshot] | None = None
@@ -151,6 +153,16 @@ class SchedulerView:
         self._supply = value
         self._version += 1
 
+    def classes_of(self, client_id: str) -> tuple[str, ...]:
+        """The eligibility classes admitting a recent client, as of the last supply estimate."""
+        cached = self._eligible.get(client_id)
+        return cached[1] if cached is not None else ()
+
+    def recent_clients(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """(client id, profile JSON, eligibility classes admitting it) of the recent clients, as of the last
+        supply estimate; a copy, so a caller may yield to the event loop while it reads."""
+        return [(client_id, raw, classes) for client_id, (raw, classes) in self._eligible.items()]
+
     def _changed(self, job_id: str) -> None:
         self._changes[job_id] = self._changes.get(job_id, 0) + 1
         self._version += 1
@@ -176,7 +188,8 @@ class SchedulerView:
             job = active[job_id]
             views.append(self.observations.annotate(job_view(job, state, self.supply.get(job.eligibility_key, 0))))
         ctx = SchedulingContext(now=now, supply_by_class=dict(self.supply), seed=self._seed,
-                                speed_tiers=self.observations.speed_tiers())
+                                speed_tiers=self.observations.speed_tiers(),
+                                class_speed_tiers=self.observations.class_speed_tiers())
 
         def fastest_fill(head: JobView) -> float | None:  # over the recent clients
             return self._fill.get(head.job_id, head.opened_at, now,
@@ -190,7 +203,10 @@ class SchedulerView:
         since = time.time() - window_s
         await self._hot.forget_clients_before(since)
         self.observations.forget_before(time.time() - KEEP_S)
-        counts, self._eligible = await self._count(since)  # clients no longer recent are forgotten
+        cut = self.observations.tiers.begin()  # the per-class speed tiers, over the same recent clients
+        counts, self._eligible = await self._count(since, cut)  # clients no longer recent are forgotten
+        self.observations.tiers.finish(cut)
+        self.estimates += 1
         self.supply = counts
         return self.supply
 
@@ -199,8 +215,11 @@ class SchedulerView:
         counts, _ = await self._count(time.time() - window_s)
         return counts
 
-    async def _count(self, since: float) -> tuple[dict[str, int], dict[str, tuple[str, tuple[str, ...]]]]:
-        """Recent clients per eligibility class, and what each recent client is eligible for. Read and
+    async def _count(
+        self, since: float, cut: Cut | None = None,
+    ) -> tuple[dict[str, int], dict[str, tuple[str, tuple[str, ...]]]]:
+        """Recent clients per eligibility class, and what each recent client is eligible for (fed to ``cut``
+        too, where given). Read and
         counted in slices, yielding to the event loop between them, and a client's parsed profile and
         eligibility are reused while its profile and the classes stay the same, so a large population
         does not stall check-ins."""
@@ -224,6 +243,8 @@ class SchedulerView:
                 seen[client_id] = cached
                 for key in cached[1]:
                     counts[key] += 1
+                if cut is not None:
+                    cut.add(client_id, cached[1])
             await asyncio.sleep(0)
         return counts, seen
 

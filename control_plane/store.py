@@ -331,6 +331,11 @@ class Store:
         _create_tables(engine)
         _add_new_columns(engine, schema)
 
+    @property
+    def engine(self) -> Engine:
+        """Shared with :class:`control_plane.identity_store.IdentityStore` (one pool per database)."""
+        return self._engine
+
     def close(self) -> None:
         self._engine.dispose()
 

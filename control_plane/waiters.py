@@ -36,6 +36,10 @@ class WaitQueue:
     def __len__(self) -> int:
         return len(self._waiters)
 
+    def client_ids(self) -> list[str]:
+        """The waiting clients (a read for metrics and the dashboard)."""
+        return [waiter.client_id for waiter in self._waiters.values()]
+
     async def wait(self, client_id: str, attributes: dict[str, AttributeValue], timeout: float) -> bool:
         """True when woken for a slot, False on timeout."""
         ticket = self._next

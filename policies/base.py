@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from propius.specs import AttributeValue, Constraints
@@ -95,7 +95,8 @@ class JobView:
     opened_at : float or None, default None
         When the current round attempt opened.
     fast_task_s : float or None, default None
-        Predicted task seconds of this job's fastest speed tier of clients.
+        Predicted task seconds that the fastest speed tier of this job's eligibility class stays within (over
+        all clients while too few of the class are observed).
     fastest_fill_at : float or None, default None
         When the round could have all its results from the fastest eligible clients, those busy elsewhere
         counted from when they free up. Set only for the head of the order, and only for a policy whose
@@ -125,7 +126,7 @@ class JobView:
     recent_schedule_s: float | None = None  # smoothed scheduling delay of the job's last rounds
     recent_response_s: float | None = None  # smoothed response-collection time of the job's last rounds
     opened_at: float | None = None  # when the current round attempt opened (RoundState.started_at)
-    fast_task_s: float | None = None  # predicted task seconds of this job's fastest speed tier of clients
+    fast_task_s: float | None = None  # task seconds the fastest speed tier of the job's class stays within
     fastest_fill_at: float | None = None  # the order's head, on request (scheduling core)
 
     @property
@@ -237,13 +238,34 @@ class SchedulingContext:
     client : ClientEstimate or None, default None
         The checking-in client, where its history is tracked; None in the global order.
     speed_tiers : tuple of float, default ()
-        Ascending ``s_per_sample`` bounds between speed tiers, fastest tier first; empty until observed.
+        Ascending ``s_per_sample`` bounds between speed tiers, fastest tier first, over all learned clients;
+        empty until observed.
+    class_speed_tiers : Mapping[str, tuple of float], default {}
+        ``eligibility_key`` -> the same bounds over the recent clients of that class only, as Venn cuts them:
+        a pinned round's fastest tier then holds ``1/k`` of the clients that may serve it. A class is absent
+        until enough of its clients are observed. Read them through :meth:`tiers_for`.
     """
     now: float
     supply_by_class: Mapping[str, int]  # eligibility_key -> recent eligible clients
     seed: int = 0  # for policies that draw pseudo-random orders
     client: ClientEstimate | None = None  # the checking-in client, where its history is tracked
     speed_tiers: tuple[float, ...] = ()  # ascending s_per_sample bounds between speed tiers (fastest first)
+    class_speed_tiers: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # per eligibility_key
+
+    def tiers_for(self, job: JobView) -> tuple[float, ...]:
+        """The speed-tier bounds of ``job``'s eligibility class.
+
+        Parameters
+        ----------
+        job : JobView
+            The job whose class is looked up.
+
+        Returns
+        -------
+        tuple of float
+            ``class_speed_tiers[job.eligibility_key]``, or the global ``speed_tiers`` while the class has none.
+        """
+        return self.class_speed_tiers.get(job.eligibility_key) or self.speed_tiers
 
     def class_supply(self, job: JobView) -> int:
         """Recent clients of ``job``'s eligibility class.

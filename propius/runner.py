@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from propius.sdk import AsyncJob, ProgressCallback
+from propius.sdk import AsyncJob, ChannelSecurity, ProgressCallback
 from propius.specs import JobSpec
 
 __all__ = ["JobReport", "RoundLog", "run_training_job"]
@@ -52,18 +52,20 @@ async def run_training_job(
     on_round: Callable[[JobReport], None] | None = None,
     on_start: Callable[[AsyncJob], None] | None = None,
     progress: ProgressCallback | None = None,
+    security: ChannelSecurity | None = None,
 ) -> JobReport:
     """Run ``spec.rounds`` FedAvg rounds (or until ``target_accuracy``); returns what happened.
 
     ``on_start`` is called once the job is registered (its ``job_id`` and ``token`` set), ``on_round``
-    after each closed round and ``progress`` with each update of the open round (binds, results)."""
+    after each closed round and ``progress`` with each update of the open round (binds, results); ``security``:
+    the channel's TLS settings (None: from the environment)."""
     from clients.executors.models import evaluate, initial_weights  # torch: only job drivers need it
 
     if spec.rounds is None and target_accuracy is None:
         raise ValueError("an open-ended job needs a target_accuracy to stop at")
     report = JobReport(name=spec.name, started_at=time.time())
     weights = initial_weights(spec.task, seed=int(spec.task.options.get("init_seed", 0)))
-    async with AsyncJob(spec, server) as job:
+    async with AsyncJob(spec, server, security=security) as job:
         report.job_id = job.job_id
         if on_start:
             on_start(job)

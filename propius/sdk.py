@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import random
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
@@ -29,11 +30,13 @@ import grpc
 import numpy as np
 
 from data_plane.tensors import decode, encode
+from propius.channels import async_channel
+from propius.config import ChannelSecurity
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
 
-__all__ = ["AsyncJob", "Job", "RoundFailed", "RoundResult"]
+__all__ = ["API_KEY_ENV", "AsyncJob", "ChannelSecurity", "Job", "RoundFailed", "RoundResult", "api_key_metadata"]
 
 T = TypeVar("T")
 ProgressCallback = Callable[[pb.RoundInfo], None]
@@ -41,6 +44,14 @@ ProgressCallback = Callable[[pb.RoundInfo], None]
 # stopping cancels its open streams once its grace period ends, and its successor can answer the call again.
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 CHUNK_BYTES = 1 << 20
+API_KEY_ENV = "PROPIUS_API_KEY"
+
+
+def api_key_metadata(api_key: str | None = None) -> tuple[tuple[str, str], ...]:
+    """The call metadata that presents ``api_key`` (default: ``$PROPIUS_API_KEY``); none without a key
+    (a control plane in open mode needs none)."""
+    key = os.environ.get(API_KEY_ENV, "") if api_key is None else api_key
+    return (("authorization", f"Bearer {key}"),) if key else ()
 
 
 class RoundFailed(RuntimeError):
@@ -106,6 +117,12 @@ class AsyncJob:
     export_trace : bool, default False
         On completion, the control plane writes the job's CCL-Bench data point
         (``completed.trace_dir`` names it).
+    security : ChannelSecurity or None, default None
+        TLS settings of the channel: ``ChannelSecurity(tls_ca=..., tls_cert=..., tls_key=...)``, or
+        ``ChannelSecurity(insecure=True)`` for plaintext; None: from ``PROPIUS_TLS_CA``, ``PROPIUS_TLS_CERT``,
+        ``PROPIUS_TLS_KEY``, ``PROPIUS_INSECURE`` (TLS with the system's roots when none is set).
+    api_key : str or None, default None
+        The submitter's API key (``propius keys create``); None: ``$PROPIUS_API_KEY``, if set.
 
     Attributes
     ----------
@@ -125,10 +142,13 @@ class AsyncJob:
     ...             weights = result.tensors
     ...     return weights
     """
-    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False) -> None:
+    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False,
+                 security: ChannelSecurity | None = None, api_key: str | None = None) -> None:
         """Prepare the job; nothing is sent until ``register`` (or ``async with``)."""
+        self._metadata = api_key_metadata(api_key)
         self.spec = spec
         self.server = server
+        self.security = security if security is not None else ChannelSecurity()
         self.export_trace = export_trace
         self.job_id = ""
         self.token = ""
@@ -164,10 +184,11 @@ class AsyncJob:
         grpc.aio.AioRpcError
             INVALID_ARGUMENT naming the field when the server refuses the spec.
         """
-        self._channel = grpc.aio.insecure_channel(self.server, options=channel_options())
+        self._channel = async_channel(self.server, self.security, channel_options())
         self._jobs = pb_grpc.JobServiceStub(self._channel)
         self._data = pb_grpc.DataServiceStub(self._channel)
-        reply = await retrying(lambda: self._jobs.RegisterJob(pb.RegisterJobRequest(spec_json=self.spec.to_json())))
+        request = pb.RegisterJobRequest(spec_json=self.spec.to_json())
+        reply = await retrying(lambda: self._jobs.RegisterJob(request, metadata=self._metadata))
         self.job_id, self.token = reply.job_id, reply.job_token
         return self.job_id
 
@@ -188,7 +209,8 @@ class AsyncJob:
         propius_pb2.JobInfo
             State, rounds done, the current round and its counts.
         """
-        return await retrying(lambda: self._jobs.GetJob(pb.GetJobRequest(job_id=self.job_id)))
+        request = pb.GetJobRequest(job_id=self.job_id)
+        return await retrying(lambda: self._jobs.GetJob(request, metadata=self._metadata))
 
     async def start_round(self, demand: int = 0) -> pb.RoundInfo:
         """Open the job's next round, or a new attempt of a round that failed.
@@ -210,7 +232,7 @@ class AsyncJob:
             INVALID_ARGUMENT for a demand outside [0, 100000].
         """
         request = pb.StartRoundRequest(job_id=self.job_id, job_token=self.token, demand=demand)
-        return await retrying(lambda: self._jobs.StartRound(request))
+        return await retrying(lambda: self._jobs.StartRound(request, metadata=self._metadata))
 
     async def publish_model(self, round_: int, tensors: Mapping[str, np.ndarray]) -> str:
         """Publish the model clients of round ``round_`` train on.
@@ -244,7 +266,7 @@ class AsyncJob:
             for offset in range(CHUNK_BYTES, len(payload), CHUNK_BYTES):
                 yield pb.PublishModelRequest(data=payload[offset: offset + CHUNK_BYTES])
 
-        reply = await retrying(lambda: self._data.PublishModel(chunks()))
+        reply = await retrying(lambda: self._data.PublishModel(chunks(), metadata=self._metadata))
         return reply.digest
 
     async def await_aggregate(
@@ -297,7 +319,7 @@ class AsyncJob:
         info: pb.RoundInfo | None = None
         metrics: dict[str, float] = {}
         buffer = bytearray()
-        async for chunk in self._data.AwaitAggregate(request, timeout=timeout_s + 30):
+        async for chunk in self._data.AwaitAggregate(request, timeout=timeout_s + 30, metadata=self._metadata):
             if info is None:
                 info, metrics = chunk.round, json.loads(chunk.metrics_json or "{}")
             buffer += chunk.data
@@ -322,7 +344,7 @@ class AsyncJob:
             ``update_accepted``, ``client_dropped``, ``round_closed``, ``round_failed``, ...), each with the
             job's and the round's state after it. The stream ends when the job has finished.
         """
-        async for event in self._jobs.WatchJob(pb.GetJobRequest(job_id=self.job_id)):
+        async for event in self._jobs.WatchJob(pb.GetJobRequest(job_id=self.job_id), metadata=self._metadata):
             yield event
 
     async def run_round(
@@ -375,7 +397,7 @@ class AsyncJob:
             The completed job; with ``export_trace``, ``trace_dir`` names its CCL-Bench data point.
         """
         request = pb.JobRef(job_id=self.job_id, job_token=self.token, export_trace=self.export_trace)
-        self.completed = await retrying(lambda: self._jobs.CompleteJob(request))
+        self.completed = await retrying(lambda: self._jobs.CompleteJob(request, metadata=self._metadata))
         return self.completed
 
     async def cancel(self) -> pb.JobInfo:
@@ -386,7 +408,7 @@ class AsyncJob:
         propius_pb2.JobInfo
             The cancelled job.
         """
-        return await retrying(lambda: self._jobs.CancelJob(self._ref()))
+        return await retrying(lambda: self._jobs.CancelJob(self._ref(), metadata=self._metadata))
 
 
 class Job:
@@ -400,6 +422,10 @@ class Job:
         The control plane's address, ``host:port``.
     export_trace : bool, default False
         On completion, the control plane writes the job's CCL-Bench data point.
+    security : ChannelSecurity or None, default None
+        TLS settings of the channel, as for :class:`AsyncJob`.
+    api_key : str or None, default None
+        The submitter's API key; None: ``$PROPIUS_API_KEY``, if set.
 
     Examples
     --------
@@ -412,8 +438,9 @@ class Job:
     ...         weights = job.run_round(weights, timeout_s=120).tensors
     """
 
-    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False) -> None:
-        self._async = AsyncJob(spec, server, export_trace=export_trace)
+    def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False,
+                 security: ChannelSecurity | None = None, api_key: str | None = None) -> None:
+        self._async = AsyncJob(spec, server, export_trace=export_trace, security=security, api_key=api_key)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="propius-job", daemon=True)
         self._thread.start()

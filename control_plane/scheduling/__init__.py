@@ -2,7 +2,8 @@
 
 Value types (:mod:`.state`), eligibility matching (:mod:`.matching`), the policy-ordered view of open
 rounds (:mod:`.ordering`), round attempts and what the scheduler learns of clients (:mod:`.attempts`,
-:mod:`.history`, :mod:`.round_timings`), the fastest-fill estimate (:mod:`.fastest_fill`), the order in
+:mod:`.history`, :mod:`.round_timings`), speed tiers per eligibility class (:mod:`.tiers`), the
+fastest-fill estimate (:mod:`.fastest_fill`), the order in
 which waiting clients are woken (:mod:`.wake`) and how a round is opened (:mod:`.rounds`).
 
 It has two drivers: the live control plane (:mod:`control_plane.scheduler`, :mod:`control_plane.binding`,

@@ -13,12 +13,37 @@ control plane and the simulator can feed it the same observations. It learns:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from policies import ClientEstimate
 
-__all__ = ["ClientHistory"]
+__all__ = ["GRID", "ClientHistory", "fast_task_bound", "tier_bounds"]
+
+GRID = 32  # quantiles of speed and of transfer time combined into the task-time distribution
+
+
+def tier_bounds(ordered: Sequence[float], tiers: int) -> tuple[float, ...]:
+    """Bounds splitting the ascending ``ordered`` values into ``tiers`` equal-count tiers (lowest first);
+    empty with fewer values than tiers."""
+    if tiers < 2 or len(ordered) < tiers:
+        return ()
+    return tuple(ordered[len(ordered) * i // tiers] for i in range(1, tiers))
+
+
+def fast_task_bound(
+    speeds: Sequence[float], transfer: Sequence[float], work_samples: float, model_size_kbit: float, tiers: int,
+) -> float | None:
+    """Task seconds that the fastest of ``tiers`` equal-count tiers stays within, from ascending seconds per
+    sample (``speeds``) and seconds per kbit (``transfer``), taken as independent: ``GRID`` quantiles of each
+    give the task-time distribution. None with fewer than ``GRID`` of either."""
+    if tiers < 2 or min(len(speeds), len(transfer)) < GRID:
+        return None
+    speed_q, transfer_q = (
+        [values[(2 * i + 1) * len(values) // (2 * GRID)] for i in range(GRID)] for values in (speeds, transfer)
+    )
+    tasks = sorted(work_samples * s + 2.0 * model_size_kbit * t for s in speed_q for t in transfer_q)
+    return tasks[len(tasks) // tiers]
 
 
 @dataclass(slots=True)
@@ -30,9 +55,6 @@ class _Record:
     online_since: float | None = None
     session_s: float | None = None
     cached: ClientEstimate | None = None
-
-
-_GRID = 32  # quantiles of speed and of transfer time combined into the task-time distribution
 
 
 class ClientHistory:
@@ -132,31 +154,35 @@ class ClientHistory:
             )
         return record.cached
 
+    def learned(self, client: Hashable) -> tuple[float | None, float | None]:
+        """The client's learned seconds per sample pass and seconds per kbit (None where not learned)."""
+        record = self._records.get(client)
+        if record is None:
+            return None, None
+        bandwidth = record.bandwidth_kbps
+        return record.s_per_sample, None if bandwidth is None else 1.0 / bandwidth
+
+    @property
+    def changes(self) -> int:
+        """Speed and bandwidth updates so far (a driver recomputes what it derives from them when it moved)."""
+        return self._changes
+
     def speed_tiers(self, tiers: int) -> tuple[float, ...]:
         """Bounds splitting the learned speeds into ``tiers`` equal-count tiers (fastest first)."""
-        if tiers < 2 or len(self._speeds) < tiers:
-            return ()
-        return tuple(self._speeds[len(self._speeds) * i // tiers] for i in range(1, tiers))
+        return tier_bounds(self._speeds, tiers)
 
     def fast_task_s(self, work_samples: float, model_size_kbit: float, tiers: int) -> float | None:
         """Predicted seconds of a task of this shape that the fastest of ``tiers`` equal-count tiers of
-        learned clients stays within: the bound of the fastest tier by task time, where download and
+        learned clients stays within (:func:`fast_task_bound`): download and
         upload count as much as training (a fast phone on a slow link is a straggler too).
 
-        Speed and bandwidth are taken as independent: ``_GRID`` quantiles of each give the task-time
-        distribution. Recomputed after every twentieth of the learned clients changed, not per call.
+        Recomputed after every twentieth of the learned clients changed, not per call.
         """
-        if tiers < 2 or min(len(self._speeds), len(self._transfer)) < _GRID:
-            return None
         key = (work_samples, model_size_kbit, tiers)
         cached = self._fast.get(key)
-        if cached is not None and self._changes - cached[0] < max(_GRID, len(self._speeds) // 20):
+        if cached is not None and self._changes - cached[0] < max(GRID, len(self._speeds) // 20):
             return cached[1]
-        speeds, transfer = (
-            [values[(2 * i + 1) * len(values) // (2 * _GRID)] for i in range(_GRID)]
-            for values in (self._speeds, self._transfer)
-        )
-        tasks = sorted(work_samples * s + 2.0 * model_size_kbit * t for s in speeds for t in transfer)
-        bound = tasks[len(tasks) // tiers]
-        self._fast[key] = (self._changes, bound)
+        bound = fast_task_bound(self._speeds, self._transfer, work_samples, model_size_kbit, tiers)
+        if bound is not None:
+            self._fast[key] = (self._changes, bound)
         return bound

@@ -9,6 +9,9 @@ from typing import Annotated
 
 import typer
 
+from propius.config import ChannelSecurity
+from propius.tls_cli import tls_options
+
 __all__ = ["app"]
 
 app = typer.Typer(no_args_is_help=True)
@@ -20,6 +23,7 @@ def flower() -> None:
 
 
 @app.command()
+@tls_options
 def run(
     app_dir: Annotated[Path, typer.Argument(help="Flower app directory (with a pyproject.toml for flwr)")],
     run_config: Annotated[list[str] | None, typer.Option(help="overrides, 'k=v k2=v2' (repeatable) or a .toml")] = None,
@@ -31,6 +35,8 @@ def run(
     priority: Annotated[float | None, typer.Option()] = None,
     name: Annotated[str | None, typer.Option(help="job name (default flower-<project>)")] = None,
     verbose: Annotated[bool, typer.Option(help="log every round of the run")] = False,
+    *,
+    security: ChannelSecurity,
 ) -> None:
     """Host the app's ServerApp here; its ClientApp runs on Propius client daemons."""
     try:
@@ -50,4 +56,4 @@ def run(
         raise typer.BadParameter(f"not JSON: {error}", param_hint="--requirements") from None
     options = RunOptions(demand=demand, over_selection=over_selection, partitions=partitions, priority=priority,
                          requirements=wanted, name=name)
-    run_app(app_dir, server, parse_config_args(run_config), options)
+    run_app(app_dir, server, parse_config_args(run_config), options, security=security)

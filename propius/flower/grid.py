@@ -18,6 +18,7 @@ from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
 from clients.flower.codec import stamp_id
+from propius.config import ChannelSecurity
 from propius.flower.driver import Driver
 from propius.flower.job import FlowerJob
 from propius.flower.partitions import PartitionMap
@@ -31,8 +32,8 @@ T = TypeVar("T")
 class PropiusGrid(Grid):
     """Use as a context manager: entering registers the job, leaving completes it (cancels on error)."""
 
-    def __init__(self, spec: JobSpec, server: str, partitions: int) -> None:
-        self._job = FlowerJob(spec, server)
+    def __init__(self, spec: JobSpec, server: str, partitions: int, security: ChannelSecurity | None = None) -> None:
+        self._job = FlowerJob(spec, server, security=security)
         self._driver = Driver(self._job, PartitionMap(partitions))
         self._run: Run | None = None
         self._loop = asyncio.new_event_loop()

@@ -18,6 +18,7 @@ from flwr.server.run_serverapp import run as run_server_app_with
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
+from propius.config import ChannelSecurity
 from propius.flower.grid import PropiusGrid
 from propius.flower.project import FlowerProject, RunOptions
 
@@ -25,8 +26,9 @@ __all__ = ["run_app"]
 
 
 def run_app(app_dir: str | Path, server: str, overrides: UserConfig | None = None,
-            options: RunOptions | None = None) -> Context:
-    """Run the app at ``app_dir`` against the Propius control plane at ``server``; its final Context."""
+            options: RunOptions | None = None, *, security: ChannelSecurity | None = None) -> Context:
+    """Run the app at ``app_dir`` against the Propius control plane at ``server``; its final Context.
+    ``security``: the channel's TLS settings (None: from the environment)."""
     project = FlowerProject.load(app_dir)
     overrides = dict(overrides or {})
     run_config = project.run_config(overrides)
@@ -37,7 +39,7 @@ def run_app(app_dir: str | Path, server: str, overrides: UserConfig | None = Non
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run_id, SUPERLINK_NODE_ID
     context = Context(run_id=run_id, node_id=SUPERLINK_NODE_ID, node_config={}, state=RecordDict(),
                       run_config=run_config)
-    with PropiusGrid(spec, server, partitions) as grid:
+    with PropiusGrid(spec, server, partitions, security) as grid:
         grid.warm_up()  # clients start the ClientApp's workers while this process imports the ServerApp
         grid.set_run(run)
         return run_server_app_with(grid=grid, context=context, server_app_dir=str(project.root),

@@ -25,6 +25,7 @@ from flwr.app import Message
 
 from clients.transport import Stubs, open_channel, upload_messages
 from data_plane.tensors import encode
+from propius.config import ChannelSecurity
 from propius.flower.job import FlowerJob
 from propius.proto import propius_pb2 as pb
 from propius.sdk import RoundFailed
@@ -58,11 +59,11 @@ class _Proxy:
 class Selector:
     """Synchronous facade (Flower strategies are synchronous) over a private event loop."""
 
-    def __init__(self, spec: JobSpec, server: str, profile: ProfileFn) -> None:
+    def __init__(self, spec: JobSpec, server: str, profile: ProfileFn, security: ChannelSecurity | None = None) -> None:
         self.history: list[Selection] = []
         self._server = server
         self._profile = profile
-        self._job = FlowerJob(spec, server)
+        self._job = FlowerJob(spec, server, security=security)
         self._proxies: dict[int, _Proxy] = {}
         self._bound: list[_Proxy] = []
         self._round: pb.RoundInfo | None = None
@@ -96,7 +97,7 @@ class Selector:
         """Open the round on first use; each call binds more of ``nodes`` while the round has room."""
         if self._stubs is None:
             await self._job.register()
-            self._channel = open_channel(self._server)
+            self._channel = open_channel(self._server, self._job.security)
             self._stubs = Stubs.of(self._channel)
         if self._round is None:
             self._round = await self._job.start_round()

@@ -25,6 +25,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 from flwr.supercore.run import Run
 
+from propius.config import ChannelSecurity
 from propius.flower.selection import Selection, Selector
 from propius.specs import ClientProfile, JobSpec
 
@@ -90,11 +91,13 @@ class _SelectedGrid(Grid):
 
 
 class PropiusSelected(Strategy):
-    """Wraps ``inner``; ``profile(node_id)`` gives a node's public attributes (default: none)."""
+    """Wraps ``inner``; ``profile(node_id)`` gives a node's public attributes (default: none); ``security``: the
+    channel's TLS settings (None: from the environment)."""
 
     def __init__(self, inner: Strategy, server: str, *, demand: int, name: str = "flower-selection",
                  requirements: Mapping[str, Any] | None = None, over_selection: float = 1.0,
-                 profile: Callable[[int], ClientProfile] = _any_node) -> None:
+                 profile: Callable[[int], ClientProfile] = _any_node,
+                 security: ChannelSecurity | None = None) -> None:
         self.inner = inner
         wanted = dict(requirements or {})
         wanted["public"] = {**wanted.get("public", {}), PROXY_LABEL: {"in": ["yes"]}}
@@ -105,7 +108,7 @@ class PropiusSelected(Strategy):
             base = profile(node_id)
             return base.model_copy(update={"labels": {**base.labels, PROXY_LABEL: "yes"}})
 
-        self._selector = Selector(spec, server, proxy_profile)
+        self._selector = Selector(spec, server, proxy_profile, security)
         self._opened = False
 
     @property

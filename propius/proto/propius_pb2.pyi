@@ -302,20 +302,22 @@ class ReleaseResponse(_message.Message):
     def __init__(self, released: bool = ...) -> None: ...
 
 class ClientCall(_message.Message):
-    __slots__ = ("call_id", "check_in", "accept", "heartbeat", "release", "cancel")
+    __slots__ = ("call_id", "check_in", "accept", "heartbeat", "release", "cancel", "device_token")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     CHECK_IN_FIELD_NUMBER: _ClassVar[int]
     ACCEPT_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     call_id: int
     check_in: CheckInRequest
     accept: AcceptRequest
     heartbeat: HeartbeatRequest
     release: ReleaseRequest
     cancel: bool
-    def __init__(self, call_id: _Optional[int] = ..., check_in: _Optional[_Union[CheckInRequest, _Mapping]] = ..., accept: _Optional[_Union[AcceptRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseRequest, _Mapping]] = ..., cancel: bool = ...) -> None: ...
+    device_token: str
+    def __init__(self, call_id: _Optional[int] = ..., check_in: _Optional[_Union[CheckInRequest, _Mapping]] = ..., accept: _Optional[_Union[AcceptRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseRequest, _Mapping]] = ..., cancel: bool = ..., device_token: _Optional[str] = ...) -> None: ...
 
 class ClientCalls(_message.Message):
     __slots__ = ("calls",)
@@ -346,6 +348,22 @@ class ClientReplies(_message.Message):
     REPLIES_FIELD_NUMBER: _ClassVar[int]
     replies: _containers.RepeatedCompositeFieldContainer[ClientReply]
     def __init__(self, replies: _Optional[_Iterable[_Union[ClientReply, _Mapping]]] = ...) -> None: ...
+
+class EnrollRequest(_message.Message):
+    __slots__ = ("enrolment_token", "client_id")
+    ENROLMENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    enrolment_token: str
+    client_id: str
+    def __init__(self, enrolment_token: _Optional[str] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class EnrollResponse(_message.Message):
+    __slots__ = ("client_id", "device_token")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    device_token: str
+    def __init__(self, client_id: _Optional[str] = ..., device_token: _Optional[str] = ...) -> None: ...
 
 class ListClientsRequest(_message.Message):
     __slots__ = ("active_within_s",)

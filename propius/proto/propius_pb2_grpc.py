@@ -437,6 +437,11 @@ class ClientServiceStub(object):
                 request_serializer=propius_dot_proto_dot_propius__pb2.ClientCalls.SerializeToString,
                 response_deserializer=propius_dot_proto_dot_propius__pb2.ClientReplies.FromString,
                 _registered_method=True)
+        self.Enroll = channel.unary_unary(
+                '/propius.v1.ClientService/Enroll',
+                request_serializer=propius_dot_proto_dot_propius__pb2.EnrollRequest.SerializeToString,
+                response_deserializer=propius_dot_proto_dot_propius__pb2.EnrollResponse.FromString,
+                _registered_method=True)
 
 
 class ClientServiceServicer(object):
@@ -478,6 +483,12 @@ class ClientServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Enroll(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClientServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -510,6 +521,11 @@ def add_ClientServiceServicer_to_server(servicer, server):
                     servicer.Multiplex,
                     request_deserializer=propius_dot_proto_dot_propius__pb2.ClientCalls.FromString,
                     response_serializer=propius_dot_proto_dot_propius__pb2.ClientReplies.SerializeToString,
+            ),
+            'Enroll': grpc.unary_unary_rpc_method_handler(
+                    servicer.Enroll,
+                    request_deserializer=propius_dot_proto_dot_propius__pb2.EnrollRequest.FromString,
+                    response_serializer=propius_dot_proto_dot_propius__pb2.EnrollResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -674,6 +690,33 @@ class ClientService(object):
             '/propius.v1.ClientService/Multiplex',
             propius_dot_proto_dot_propius__pb2.ClientCalls.SerializeToString,
             propius_dot_proto_dot_propius__pb2.ClientReplies.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Enroll(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/propius.v1.ClientService/Enroll',
+            propius_dot_proto_dot_propius__pb2.EnrollRequest.SerializeToString,
+            propius_dot_proto_dot_propius__pb2.EnrollResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from policies import PolicyOptionError, UnknownPolicyError, parse_options
+from policies.registry import PROFILE_PREFIX
 from propius.simulator.availability import AvailabilityModel
 from propius.simulator.engine import Mode, SimConfig
 from propius.simulator.population import PopulationModel, make_population
@@ -65,6 +66,8 @@ def simulate_command(
     workload: Annotated[str, typer.Argument(help="workload YAML, or a packaged one: "
                                                  + ", ".join(builtin_workloads()))],
     policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = "propius",
+    policy_profile: Annotated[Path | None, typer.Option(
+        help="a policy profile YAML (docs/policies.md); replaces --policy, --option overrides its plug-ins")] = None,
     clients: Annotated[int | None, typer.Option(min=1, help="client count; default: the workload's first")] = None,
     seed: Annotated[int, typer.Option(min=0)] = 0,
     mode: Annotated[str, typer.Option(help="central | static | client-random")] = "central",
@@ -82,6 +85,8 @@ def simulate_command(
     if availability not in ("diurnal", "always"):
         raise typer.BadParameter(f"unknown availability {availability!r}")
     options = policy_options(option or [])
+    if policy_profile is not None:
+        policy = f"{PROFILE_PREFIX}{policy_profile}"
     try:
         spec = load_workload(workload)
     except (SpecError, OSError) as error:
@@ -100,7 +105,8 @@ def simulate_command(
         console.print(f"[red]{error}[/]")
         raise typer.Exit(2) from None
     out.mkdir(parents=True, exist_ok=True)
-    stem = output_stem(spec.name, policy, mode, n, seed, options, days, availability)
+    label = policy if policy_profile is None else f"profile-{policy_profile.stem}"
+    stem = output_stem(spec.name, label, mode, n, seed, options, days, availability)
     (out / f"{stem}.json").write_text(json.dumps(metrics.to_dict(), indent=2, allow_nan=False))
     try:
         from propius.simulator.plots import plot_run  # matplotlib: the `sim` extra, not the core

@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from control_plane.scheduling.fastest_fill import FillEstimates, estimate_fastest_fill
-from control_plane.scheduling.history import ClientHistory
+from control_plane.scheduling.history import GRID, ClientHistory
 from control_plane.scheduling.matching import supply_by_class
 from control_plane.scheduling.ordering import order_open_rounds
 from control_plane.scheduling.rounds import retry_delay
 from control_plane.scheduling.state import ActiveJob
+from control_plane.scheduling.tiers import ClassTiers
 from control_plane.scheduling.wake import WakeRule
 from policies import JobView, Policy, SchedulingContext
 from propius.config import Settings
@@ -63,7 +64,8 @@ class SimConfig:
     wake: WakeRule = WakeRule()
     # Supply and speed-tier estimates are refreshed this often. Live it is every 5 s; the simulator
     # re-counts its whole population at each refresh, so it does it every 30 s to keep 100k-client
-    # runs fast (the published benchmark tables use 30 s).
+    # runs fast (the published benchmark tables use 30 s). The per-class tiers, a pass over the online
+    # clients, are re-cut at a refresh only once a twentieth of the clients changed.
     supply_period_s: float = 30.0
     speed_tiers: int = _live("speed_tiers")
     retry_s: float = _live("max_wait_s")  # a client without a bind retries after retry_delay(this)
@@ -78,6 +80,7 @@ class Simulation:
         self.config = config
         self.rng = random.Random(config.seed)
         self.history = ClientHistory()
+        self.class_tiers = ClassTiers(self.history, config.speed_tiers)
         self.pool = WaitPool(config.wake)
         classes: dict[str, object] = {}
         self.jobs: list[SimJob] = []
@@ -104,6 +107,9 @@ class Simulation:
         self.online_by_mask: dict[int, int] = {}
         self.supply: dict[str, int] = dict.fromkeys(self.classes, 0)
         self.tiers: tuple[float, ...] = ()
+        self._moves = 0  # clients gone online or offline so far
+        self._tiers_at = 0  # history changes + moves when the class tiers were last cut
+        self._mask_keys: dict[int, tuple[str, ...]] = {}
         self._ordered: list[JobView] = []
         self._fill = FillEstimates(config.fill_period_s)
         self._checking: set[int] = set()  # idle, their check-in event pending (released at a close, or woken)
@@ -147,7 +153,7 @@ class Simulation:
         if self._dirty:
             views = [self.view_of(job) for job in self.jobs if job.state == "open"]
             ctx = SchedulingContext(now=self.now, supply_by_class=self.supply, seed=self.config.seed,
-                                    speed_tiers=self.tiers)
+                                    speed_tiers=self.tiers, class_speed_tiers=self.class_tiers.bounds)
             self._ordered = order_open_rounds(self.policy, views, ctx,
                                               lambda head: self._fastest_fill_at(self.by_id[head.job_id]))
             self._dirty = False
@@ -173,7 +179,7 @@ class Simulation:
         if job.view is not None:
             return job.view
         shape = (job.spec.task.work_samples, job.workload.model_size_kbit)
-        return job.build_view(self.supply[job.key], self.history.fast_task_s(*shape, self.config.speed_tiers))
+        return job.build_view(self.supply[job.key], self.class_tiers.fast_task_s(job.key, *shape))
 
     @property
     def max_offers(self) -> int:
@@ -184,7 +190,8 @@ class Simulation:
 
     def context(self, client: int, now: float) -> SchedulingContext:
         return SchedulingContext(now=now, supply_by_class=self.supply, seed=self.config.seed,
-                                 client=self.history.estimate(client), speed_tiers=self.tiers)
+                                 client=self.history.estimate(client), speed_tiers=self.tiers,
+                                 class_speed_tiers=self.class_tiers.bounds)
 
     def private_ok(self, client: int, job: SimJob) -> bool:
         private = self.population.private[client]
@@ -258,6 +265,7 @@ class Simulation:
 
     def _on_online(self, client: int) -> None:
         self.online[client] = 1
+        self._moves += 1
         mask = self.class_mask[client]
         self.online_by_mask[mask] = self.online_by_mask.get(mask, 0) + 1
         self.history.session_started(client, self.now)
@@ -267,6 +275,7 @@ class Simulation:
 
     def _on_offline(self, client: int) -> None:
         self.online[client] = 0
+        self._moves += 1
         self.online_by_mask[self.class_mask[client]] -= 1
         self.history.session_ended(client, self.now)
         self.pool.remove(client)
@@ -389,10 +398,29 @@ class Simulation:
                 if mask >> i & 1:
                     supply[key] += count
         tiers = self.history.speed_tiers(self.config.speed_tiers)
-        if supply != self.supply or tiers != self.tiers:
+        recut = self._recut_class_tiers()
+        if supply != self.supply or tiers != self.tiers or recut:
             self.supply, self.tiers = supply, tiers
             for job in self.jobs:
                 job.view = None
             self._dirty = True
         if self.remaining:
             self._push(self.now + self.config.supply_period_s, SUPPLY, 0)
+
+    def _recut_class_tiers(self) -> bool:
+        """Cut the per-class speed tiers over the online clients, as the live scheduler does over the recent
+        ones; only once a twentieth of the clients changed (a learned speed, or online or offline), since a
+        cut is a pass over the population. True when cut."""
+        moved = self.history.changes + self._moves
+        if moved - self._tiers_at < max(GRID, len(self.population) // 20):
+            return False
+        self._tiers_at = moved
+        self.class_tiers.refresh((client, self._classes_of(self.class_mask[client]))
+                                 for client in range(len(self.population)) if self.online[client])
+        return True
+
+    def _classes_of(self, mask: int) -> tuple[str, ...]:
+        keys = self._mask_keys.get(mask)
+        if keys is None:
+            keys = self._mask_keys[mask] = tuple(key for i, key in enumerate(self.classes) if mask >> i & 1)
+        return keys

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies import load_policy
+from policies import Policy, load_policy
 from propius.simulator.engine import SimConfig, Simulation
 from propius.simulator.metrics import RunMetrics, summarize
 from propius.simulator.population import Population, PopulationModel, make_population
@@ -44,17 +44,19 @@ def shortfalls(workload: Workload, population: Population) -> list[Shortfall]:
 
 
 def simulate(
-    workload: Workload, policy: str, clients: int, seed: int, config: SimConfig | None = None,
+    workload: Workload, policy: str | Policy, clients: int, seed: int, config: SimConfig | None = None,
     options: Mapping[str, Any] | None = None, population: Population | None = None,
     model: PopulationModel | None = None, label: str | None = None,
 ) -> tuple[RunMetrics, Simulation]:
-    """Run ``workload`` under ``policy`` (with ``options``) on ``clients`` seeded clients.
+    """Run ``workload`` under ``policy`` (a name, with ``options``, or a built policy) on ``clients`` seeded clients.
 
     ``population`` may be passed in to reuse the same traces across policies; it is never mutated.
     """
     config = config or SimConfig(seed=seed)
     population = population or make_population(clients, seed, model)
-    sim = Simulation(workload, population, load_policy(policy, **dict(options or {})), config)
+    built = load_policy(policy, **dict(options or {})) if isinstance(policy, str) else policy
+    sim = Simulation(workload, population, built, config)
     started = time.perf_counter()
     sim.run()
-    return summarize(sim, label or policy, time.perf_counter() - started), sim
+    name = label or (policy if isinstance(policy, str) else built.name)
+    return summarize(sim, name, time.perf_counter() - started), sim

@@ -23,7 +23,7 @@ def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     user's environment, so without the ``GRPC_VERBOSITY`` that importing flwr sets in the test process."""
     inherited = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
     return {**inherited, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "PYTHONUNBUFFERED": "1",
-            "PROPIUS_TOKEN_DIR": str(tmp_path / "tokens"), **extra}
+            "PROPIUS_TOKEN_DIR": str(tmp_path / "tokens"), "PROPIUS_AUTH": "open", **extra}
 
 
 def propius(*args: str, env: dict[str, str], timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:

@@ -92,3 +92,13 @@ async def test_a_failing_submit_wait_says_why_and_shows_no_token(tmp_path, plane
     assert "Traceback" not in result.stderr
     assert "cli-job: 0 eligible clients checked in within 120 s (demand 2)" in result.stdout.splitlines()
     assert result.stderr.splitlines()[0].startswith("warning: only 0 eligible clients checked in")
+
+
+def test_up_with_a_bad_policy_profile_names_the_plugin_and_option(tmp_path, redis_url, key_prefix) -> None:
+    profile = tmp_path / "bad.yaml"
+    profile.write_text("name: bad\nplugins: [{plugin: straggler_guard, options: {slack: -3}}]\n")
+    result = propius("up", "--port", "0", "--redis-url", redis_url, "--policy-profile", str(profile),
+                     "--data-dir", str(tmp_path / "data"), env=cli_env(tmp_path, PROPIUS_KEY_PREFIX=key_prefix))
+    assert result.returncode == 2
+    lines = _lines(result)
+    assert lines[0].startswith("error: profile 'bad': plug-in 'straggler_guard': option slack=-3: "), lines

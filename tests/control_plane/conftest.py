@@ -22,7 +22,7 @@ from propius.specs import JobSpec
 
 def make_settings(redis_url: str, key_prefix: str, database_url: str, tmp_path, **overrides) -> Settings:
     base = dict(redis_url=redis_url, key_prefix=key_prefix, database_url=database_url, data_dir=tmp_path,
-                port=0, lease_s=2.0, scheduler_period_s=0.2, max_wait_s=5.0, chunk_bytes=64 * 1024)
+                port=0, lease_s=2.0, scheduler_period_s=0.2, max_wait_s=5.0, chunk_bytes=64 * 1024, auth="open")
     return Settings(**{**base, **overrides})
 
 

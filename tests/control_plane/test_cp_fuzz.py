@@ -7,7 +7,9 @@ database after the run starts and lists its jobs.
 Messages are built from the wire protocol's descriptors, so a new RPC or field is fuzzed without a
 change here. Field values mix the hostile (NaN, infinities, huge numbers, NUL, deep or non-JSON
 strings, random bytes) with real identifiers of a live job and a bound client, so calls also get past
-authentication into the handlers proper.
+authentication into the handlers proper. It runs in open mode and with auth on (API key, enrolled devices):
+the audit log is left out of the footprint there, as a refused call of an authenticated caller is audited
+(docs/security.md).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -31,7 +34,9 @@ from hypothesis import strategies as st
 
 from control_plane.app import ControlPlane
 from data_plane.tensors import encode
+from propius.auth_cli import with_metadata
 from propius.config import Settings
+from propius.proto import DEVICE_TOKEN_HEADER
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
@@ -43,7 +48,9 @@ METHODS: dict[str, MethodDescriptor] = {method.full_name: method for service in 
                                          for method in service.methods}
 FORBIDDEN = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
 MAY_HAVE_WRITTEN = {grpc.StatusCode.OK, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
-TABLES = ("jobs", "rounds", "bindings", "events", "trace_events")
+TABLES = ("jobs", "rounds", "bindings", "events", "trace_events", "api_keys", "enrolment_tokens",
+          "device_credentials")
+OWNER = "fuzz-owner"
 
 
 class PlaneThread:
@@ -84,15 +91,39 @@ class Live:
     session_token: str
     offer_id: str
     round: int
+    secrets: tuple[str, ...] = ()  # with auth on: the enrolment token and the devices' credentials
 
     def strings(self) -> list[str]:
-        return [self.job_id, self.job_token, self.client_id, self.session_token, self.offer_id]
+        return [self.job_id, self.job_token, self.client_id, self.session_token, self.offer_id, *self.secrets]
 
 
-@pytest.fixture
-def fuzz_settings(redis_url, key_prefix, sqlite_url, tmp_path) -> Settings:
+@dataclass(frozen=True)
+class Identities:
+    """With auth on: what the fuzzer's channel presents, and secrets it mixes into messages."""
+
+    metadata: tuple[tuple[str, str], ...]  # the API key of OWNER and fuzz-client's credential
+    spare: tuple[tuple[str, str], ...]  # fuzz-spare's credential
+    other_key: tuple[tuple[str, str], ...]  # another owner's API key
+    secrets: tuple[str, ...]
+
+
+def _identities(plane: ControlPlane) -> Identities:
+    store, now = plane.identities, 0.0
+    _, key = store.create_key(OWNER, ("submit", "read"), now)
+    _, other = store.create_key("someone-else", ("submit",), now)
+    _, token = store.create_enrolment(1000, 3600.0, time.time())
+    _, client = store.enroll(token, "fuzz-client", time.time())
+    _, spare = store.enroll(token, "fuzz-spare", time.time())
+    return Identities(metadata=(("authorization", f"Bearer {key}"), (DEVICE_TOKEN_HEADER, str(client))),
+                      spare=((DEVICE_TOKEN_HEADER, str(spare)),), other_key=(("authorization", f"Bearer {other}"),),
+                      secrets=(str(token), str(client), str(spare)))
+
+
+@pytest.fixture(params=["open", "keys"])
+def fuzz_settings(request, redis_url, key_prefix, sqlite_url, tmp_path) -> Settings:
     return Settings(redis_url=redis_url, key_prefix=key_prefix, database_url=sqlite_url, data_dir=tmp_path, port=0,
-                    max_wait_s=0.2, chunk_bytes=64 * 1024, max_update_bytes=1 << 20, max_model_bytes=1 << 20)
+                    max_wait_s=0.2, chunk_bytes=64 * 1024, max_update_bytes=1 << 20, max_model_bytes=1 << 20,
+                    auth=request.param, key_burst=100_000, device_burst=100_000)
 
 
 @pytest.fixture
@@ -103,7 +134,8 @@ def running(fuzz_settings) -> Iterator[PlaneThread]:
     thread.close()
 
 
-def _live(channel: grpc.Channel) -> Live:
+def _live(channel: grpc.Channel, spare_metadata: tuple[tuple[str, str], ...] = (),
+          secrets: tuple[str, ...] = ()) -> Live:
     """A running job with a published model, and a client bound to its round, over the real API."""
     jobs, clients = pb_grpc.JobServiceStub(channel), pb_grpc.ClientServiceStub(channel)
     spec = JobSpec.parse({"name": "fuzzed", "demand": 2, "schedule_timeout_s": 3600, "execution_timeout_s": 3600})
@@ -117,8 +149,10 @@ def _live(channel: grpc.Channel) -> Live:
     accept = clients.Accept(pb.AcceptRequest(client_id="fuzz-client", session_token=checkin.session_token,
                                              offer_id=checkin.offers[0].offer_id))
     assert accept.bound
-    spare = clients.CheckIn(pb.CheckInRequest(profile=pb.ClientProfile(client_id="fuzz-spare"), wait_s=5.0))
-    return Live(job.job_id, job.job_token, "fuzz-client", checkin.session_token, spare.offers[0].offer_id, 0)
+    spare = clients.CheckIn(pb.CheckInRequest(profile=pb.ClientProfile(client_id="fuzz-spare"), wait_s=5.0),
+                            metadata=spare_metadata)
+    return Live(job.job_id, job.job_token, "fuzz-client", checkin.session_token, spare.offers[0].offer_id, 0,
+                secrets)
 
 
 def _hostile_strings(live: Live) -> st.SearchStrategy[str]:
@@ -258,9 +292,12 @@ class Footprint:
 def test_every_rpc_survives_random_and_mutated_messages(running, fuzz_settings, redis_url):
     plane = running.plane
     assert plane is not None
-    channel = grpc.insecure_channel(plane.address)
+    raw = grpc.insecure_channel(plane.address)
+    keys_on = fuzz_settings.auth == "keys"
+    ids = _identities(plane) if keys_on else Identities((), (), (), ())
+    channel = with_metadata(raw, ids.metadata)
     footprint = Footprint(redis_url, fuzz_settings.key_prefix, fuzz_settings.database_url)
-    live = _live(channel)
+    live = _live(channel, ids.spare, ids.secrets)
     refused: dict[grpc.StatusCode, int] = {}
 
     @settings(max_examples=250, deadline=None, database=None, derandomize=True,
@@ -285,16 +322,19 @@ def test_every_rpc_survives_random_and_mutated_messages(running, fuzz_settings, 
         fuzz()
         assert refused.get(grpc.StatusCode.INVALID_ARGUMENT, 0) > 0  # the fuzzer did reach the validation
         # Still serving: a valid registration and a read of it.
-        jobs = pb_grpc.JobServiceStub(channel)
+        jobs = pb_grpc.JobServiceStub(raw)
         spec = JobSpec.parse({"name": "after-fuzz", "demand": 1, "owner": "someone-else"}).to_json()
-        job = jobs.RegisterJob(pb.RegisterJobRequest(spec_json=spec))
-        assert jobs.GetJob(pb.GetJobRequest(job_id=job.job_id)).name == "after-fuzz"
+        job = jobs.RegisterJob(pb.RegisterJobRequest(spec_json=spec), metadata=ids.other_key)
+        assert jobs.GetJob(pb.GetJobRequest(job_id=job.job_id), metadata=ids.other_key).name == "after-fuzz"
+        if keys_on:  # and some were refused for who made them (another device's client id, a missing role)
+            assert refused.get(grpc.StatusCode.PERMISSION_DENIED, 0) > 0
     finally:
-        channel.close()
+        raw.close()
         footprint.close()
 
     running.stop()  # and a restart on the same Redis and database comes up and serves
     restarted = running.start(fuzz_settings)
     with grpc.insecure_channel(restarted.address) as channel:
-        listed = pb_grpc.JobServiceStub(channel).ListJobs(pb.ListJobsRequest(include_finished=True))
+        listed = pb_grpc.JobServiceStub(channel).ListJobs(pb.ListJobsRequest(include_finished=True),
+                                                          metadata=ids.other_key)
         assert job.job_id in {info.job_id for info in listed.jobs}

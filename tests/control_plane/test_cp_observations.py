@@ -15,6 +15,7 @@ from control_plane.observations import LiveObservations
 from control_plane.scheduling.history import ClientHistory
 from control_plane.scheduling.round_timings import RoundTimings
 from control_plane.scheduling.state import ActiveJob, RoundState, job_view
+from policies import load_policy
 from propius.specs import JobSpec
 
 SPEC = JobSpec.parse({"name": "seen", "demand": 2, "over_selection": 1.5, "task": {"local_steps": 2, "batch_size": 5}})
@@ -166,7 +167,7 @@ async def test_the_live_plane_leaves_a_slow_client_when_a_fast_idle_one_fills_th
     head = plane.view.snapshot().views[0]
     assert head.fastest_fill_at is not None and head.fastest_fill_at < time.time() + 1.0
     assert not (await stubs.check_in("slow", wait_s=0.0)).offers, "the idle fast client would deliver first"
-    plane.view.policy.wait_for_faster = False  # type: ignore[attr-defined]
+    plane.view.policy = load_policy("propius")  # the default profile: no wait_for_faster plug-in
     assert (await stubs.check_in("slow", wait_s=0.0)).offers, "without the rule the slow client is offered it"
 
 
@@ -194,7 +195,7 @@ async def test_the_live_plane_holds_a_client_for_the_next_round_of_a_tight_job(p
     assert tight.recent_response_s is not None and tight.recent_response_s < 30.0
     offers = (await stubs.check_in("fast", wait_s=0.0)).offers
     assert other_id not in {offer.job_id for offer in offers}, "30 s there would outlast the tight job's next opening"
-    plane.view.policy.hold_for_tight = False  # type: ignore[attr-defined]
+    plane.view.policy = load_policy("propius")  # the default profile: no hold_for_tight plug-in
     offers = (await stubs.check_in("fast", wait_s=0.0)).offers
     assert other_id in {offer.job_id for offer in offers}, "without the rule the other job is offered"
 

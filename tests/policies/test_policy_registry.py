@@ -47,30 +47,34 @@ def test_an_unknown_name_lists_the_known_ones() -> None:
 
 
 def test_options_reach_the_policy_and_a_misspelt_one_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert parse_options(["longest_first=true", "straggler_slack=0.5", "note=x=y"]) == {
-        "longest_first": True, "straggler_slack": 0.5, "note": "x=y"}
+    assert parse_options(["longest_first=true", "straggler_guard.slack=0.5", "note=x=y"]) == {
+        "longest_first": True, "straggler_guard.slack": 0.5, "note": "x=y"}
     with pytest.raises(ValueError, match="key=value"):
         parse_options(["longest_first"])
-    monkeypatch.setenv("PROPIUS_POLICY_OPTIONS", '{"longest_first": true, "straggler_slack": 0.5}')
+    monkeypatch.setenv("PROPIUS_POLICY_OPTIONS", '{"longest_first": true, "straggler_guard": {"slack": 0.5}}')
     settings = Settings()
     policy = load_policy(settings.policy, **settings.policy_options)  # as the control plane builds it
-    assert isinstance(policy, PropiusPolicy) and policy.longest_first and policy.straggler_slack == 0.5
-    with pytest.raises(PolicyOptionError, match="'propius'.*longest_frist"):
+    assert isinstance(policy, PropiusPolicy) and policy.plugin("longest_first") is not None
+    assert policy.plugin("straggler_guard").slack == 0.5  # type: ignore[union-attr]
+    with pytest.raises(PolicyOptionError, match="'default'.*unknown plug-in 'longest_frist'"):
         load_policy("propius", longest_frist=True)
 
 
 def test_option_values_are_checked_against_the_constructor_and_coerced(monkeypatch: pytest.MonkeyPatch) -> None:
     # Python-style and CLI-style spellings mean what they say; "False" is not a truthy string.
-    policy = load_policy("propius", **parse_options(["speed_tiers=False", "fastest_wake=off", "tight_fraction=0.6"]))
+    policy = load_policy("propius", **parse_options(["speed_tiers=False", "fastest_wake=off",
+                                                     "hold_for_tight.tight_fraction=0.6"]))
     assert isinstance(policy, PropiusPolicy)
-    assert policy.speed_tiers is False and policy.fastest_wake is False and policy.tight_fraction == 0.6
-    with pytest.raises(PolicyOptionError, match=r"'propius'.*wait_for_faster='maybe'.*boolean"):
+    assert policy.plugin("speed_tiers") is None and policy.plugin("fastest_wake") is None
+    assert policy.plugin("hold_for_tight").tight_fraction == 0.6  # type: ignore[union-attr]
+    with pytest.raises(PolicyOptionError, match=r"'default'.*wait_for_faster='maybe'"):
         load_policy("propius", wait_for_faster="maybe")
     with pytest.raises(PolicyOptionError, match=r"tight_fraction=1.5.*less than or equal to 1"):
-        load_policy("propius", tight_fraction=1.5)
+        load_policy("propius", **{"hold_for_tight.tight_fraction": 1.5})
     with pytest.raises(PolicyOptionError, match=r"hold_slack=-0.5.*greater than or equal to 0"):
-        load_policy("propius", hold_slack=-0.5)
-    assert load_policy("propius", straggler_slack=-0.1).straggler_slack == -0.1  # a tighter close is allowed
+        load_policy("propius", hold_for_tight={"hold_slack": -0.5})
+    straggler = load_policy("propius", **{"straggler_guard.slack": -0.1}).plugin("straggler_guard")  # type: ignore[attr-defined]
+    assert straggler.slack == -0.1  # a tighter close is allowed
     with pytest.raises(PolicyOptionError, match=r"caps=\{'alice': 2\}"):
         load_policy("fair-share", caps={"alice": 2})
     # Nested options travel through the settings too (fair share's per-tenant weights).

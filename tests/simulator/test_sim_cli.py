@@ -42,6 +42,21 @@ def test_the_cli_reproduces_a_run_on_always_available_clients(tiny: Workload, tm
     assert written["makespan_s"] != diurnal.makespan_s  # the option did change the clients' traces
 
 
+def test_the_cli_runs_a_policy_profile_file(tiny: Workload, tmp_path: Path) -> None:
+    workload = tmp_path / "tiny.yaml"
+    workload.write_text(yaml.safe_dump(tiny.model_dump(mode="json")))
+    profile = tmp_path / "mine.yaml"
+    profile.write_text("name: mine\nplugins: [{plugin: srsf}, {plugin: starvation_bound, options: {slowdown: 2}}]\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["simulate", str(workload), "--policy-profile", str(profile), "--clients", "400",
+                                      "--days", "1", "--option", "fastest_wake=true", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    written = json.loads((out / "tiny-profile-mine-central-400-s0-fastest_wake=true-1d.json").read_text())
+    expected, _ = simulate(tiny, f"profile:{profile}", 400, 0, options={"fastest_wake": True},
+                           model=PopulationModel(days=1))
+    assert _without_timing(written) == _without_timing(json.loads(json.dumps(expected.to_dict())))
+
+
 @pytest.mark.parametrize(("arguments", "named"), [
     (["--availability", "sometimes"], "unknown availability"),
     (["--clients", "0"], "--clients"),  # not "the workload's default"
@@ -49,6 +64,8 @@ def test_the_cli_reproduces_a_run_on_always_available_clients(tiny: Workload, tm
     (["--days", "0"], "--days"),
     (["--seed", "-1"], "--seed"),
     (["--option", "speed_tiers=maybe"], "speed_tiers='maybe'"),
+    (["--policy-profile", "no-such-profile.yaml"], "cannot read profile no-such-profile.yaml"),
+    (["--option", "doom_guard.min_s=-1"], "plug-in 'doom_guard': option min_s=-1"),
 ])
 def test_the_cli_refuses_bad_arguments_by_name(tiny: Workload, tmp_path: Path, arguments: list[str],
                                                named: str) -> None:

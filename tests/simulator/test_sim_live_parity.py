@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import AsyncIterator
 
 from control_plane.scheduler import SchedulerView
 from control_plane.scheduling.matching import offer_candidates, supply_by_class
@@ -11,16 +12,24 @@ from control_plane.scheduling.state import RoundState
 from policies import JobView, load_policy
 from propius.config import Settings
 from propius.simulator import PopulationModel, SimConfig, Simulation, Workload, make_population
+from propius.specs import ClientProfile
 
 
 class FakeHot:
-    """The two HotState reads SchedulerView makes, answered from fixed round states."""
+    """The HotState reads SchedulerView makes, answered from fixed round states and recent profiles."""
 
-    def __init__(self, states: dict[str, RoundState]) -> None:
+    def __init__(self, states: dict[str, RoundState], profiles: dict[int, str] | None = None) -> None:
         self._states = states
+        self._profiles = profiles or {}
 
     async def rounds(self, job_ids: list[str]) -> dict[str, RoundState]:
         return {job_id: self._states[job_id] for job_id in job_ids if job_id in self._states}
+
+    async def forget_clients_before(self, since: float) -> None:
+        return None
+
+    async def recent_profiles_raw(self, since: float) -> AsyncIterator[list[tuple[int, str]]]:  # sim indices
+        yield list(self._profiles.items())
 
 
 class FakeJobs:
@@ -70,6 +79,30 @@ def test_views_order_and_offers_match_the_live_snapshot_path(tiny: Workload, day
             assert live_offers == [v.job_id for v in offer_candidates(attrs, plain, sim.policy, ctx, 4)]
             if policy_name in ("fifo", "srsf", "las", "fair-share"):  # these read no observation
                 assert live_offers == [v.job_id for v in offer_candidates(attrs, sim_views, sim.policy, ctx, 4)]
+
+
+def test_both_drivers_cut_the_same_class_speed_tiers(tiny: Workload, day: PopulationModel) -> None:
+    """The simulator over its online clients, the live scheduler over the recent ones its supply count reads:
+    with the same learned speeds and the same clients, the same per-class tiers reach the policy."""
+    sim = _mid_run(tiny, day, "irs")
+    sim._tiers_at = -(10**9)  # cut at this refresh
+    sim._refresh_supply()
+    online = [c for c in range(400) if sim.online[c]]
+    profiles = {}
+    for c in online:
+        attrs = sim.population.profiles[c]
+        profiles[c] = ClientProfile(
+            device_class=attrs["device_class"],
+            numeric={k: v for k, v in attrs.items() if isinstance(v, int | float) and not isinstance(v, bool)},
+            labels={k: v for k, v in attrs.items() if isinstance(v, str) and k != "device_class"},
+        ).model_dump_json()
+    live = SchedulerView(FakeHot({j.job_id: j.round_state() for j in sim.jobs}, profiles),  # type: ignore[arg-type]
+                         FakeJobs([j.active for j in sim.jobs]), sim.policy, Settings())  # type: ignore[arg-type]
+    live.observations.history = live.observations.tiers.history = sim.history  # what the simulator learned
+    asyncio.run(live.estimate_supply(60.0))
+    asyncio.run(live.refresh_states())
+    assert live.supply == sim.supply
+    assert sim.class_tiers.bounds and live.snapshot().ctx.class_speed_tiers == sim.context(0, sim.now).class_speed_tiers
 
 
 def test_the_live_check_in_uses_the_same_offer_candidates() -> None:

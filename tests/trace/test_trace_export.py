@@ -75,7 +75,8 @@ def exported(tmp_path_factory, redis_url) -> tuple[Path, str, Path]:
     database = root / "propius.db"
     auto = {"trace_export_dir": root / "auto"} if AUTO_EXPORT else {}
     settings = Settings(redis_url=redis_url, key_prefix=prefix, database_url=f"sqlite:///{database}",
-                        data_dir=root, port=0, lease_s=2.0, scheduler_period_s=0.1, max_wait_s=2.0, **auto)
+                        data_dir=root, port=0, lease_s=2.0, scheduler_period_s=0.1, max_wait_s=2.0, auth="open",
+                        **auto)
     try:
         job_id = asyncio.run(_run_job(settings))
     finally:

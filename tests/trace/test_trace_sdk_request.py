@@ -21,7 +21,8 @@ SPEC = JobSpec.parse({"name": "asked-for", "rounds": 2, "demand": 2, "over_selec
 
 async def test_complete_with_export_trace_writes_a_data_point(redis_url, key_prefix, tmp_path):
     settings = Settings(redis_url=redis_url, key_prefix=key_prefix, database_url=f"sqlite:///{tmp_path / 'p.db'}",
-                        data_dir=tmp_path, port=0, lease_s=2.0, scheduler_period_s=0.1, max_wait_s=2.0)
+                        data_dir=tmp_path, port=0, lease_s=2.0, scheduler_period_s=0.1, max_wait_s=2.0,
+                        auth="open")
     assert settings.trace_export_dir is None  # no automatic export: only on request
     async with ControlPlane(settings, trace_exporter=data_point_exporter(settings)) as plane:
         stop = asyncio.Event()

@@ -1,11 +1,32 @@
-"""The ``propius`` policy's dispatch rules, each on a case whose answer follows from its definition."""
+"""Each policy plug-in on a case whose answer follows from its definition, alone and in a profile."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from policies import ClientEstimate, JobView, PropiusPolicy, SchedulingContext, available_policies, load_policy
-from policies.propius_default import admitted
+from policies import (
+    ClientEstimate,
+    IrsPolicy,
+    JobView,
+    ProfilePolicy,
+    PropiusPolicy,
+    SchedulingContext,
+    available_policies,
+    load_policy,
+)
+from policies.irs import fastest_first
+from policies.plugins.availability_aware import AvailabilityAware
+from policies.plugins.base import Plugin
+from policies.plugins.class_order import ClassOrder
+from policies.plugins.deadline_aware import DeadlineAware
+from policies.plugins.doom_guard import DoomGuard
+from policies.plugins.fastest_wake import FastestWake
+from policies.plugins.hold_for_tight import HoldForTight
+from policies.plugins.longest_first import LongestFirst
+from policies.plugins.speed_tiers import SpeedTiers
+from policies.plugins.srsf import SmallestRemainingFirst
+from policies.plugins.straggler_guard import StragglerGuard
+from policies.plugins.wait_for_faster import WaitForFaster
 
 CLIENT = {"device_class": "edge"}
 # 1,000 sample passes at 0.1 s plus 2 x 10,000 kbit at 1,000 kbit/s: 100 + 20 = 120 s per task.
@@ -13,7 +34,11 @@ TASK = dict(work_samples=1000.0, model_size_kbit=10_000.0)
 SLOWISH = ClientEstimate(s_per_sample=0.1, bandwidth_kbps=1000.0)
 
 
-def offered(policy: PropiusPolicy, jobs: list[JobView], client: ClientEstimate | None, now: float = 0.0) -> list[str]:
+def composed(*plugins: Plugin) -> ProfilePolicy:
+    return ProfilePolicy("test", plugins)
+
+
+def offered(policy: ProfilePolicy, jobs: list[JobView], client: ClientEstimate | None, now: float = 0.0) -> list[str]:
     ctx = SchedulingContext(now=now, supply_by_class={"{}": 50}, client=client)
     return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
 
@@ -24,89 +49,56 @@ def test_all_policies_are_registered() -> None:
 
 def test_deadline_aware_skips_rounds_the_client_cannot_finish(view: Callable[..., JobView]) -> None:
     jobs = [view("tight", deadline_at=100.0, **TASK), view("loose", deadline_at=500.0, **TASK)]
-    assert offered(PropiusPolicy(), jobs, SLOWISH) == ["loose"]  # 0 + 120 > 100
+    assert offered(composed(DeadlineAware()), jobs, SLOWISH) == ["loose"]  # 0 + 120 > 100
+    assert offered(PropiusPolicy(), jobs, SLOWISH) == ["loose"]
     assert offered(PropiusPolicy(deadline_aware=False), jobs, SLOWISH) == ["tight", "loose"]
-    assert offered(PropiusPolicy(), jobs, ClientEstimate()) == ["tight", "loose"]  # unknown speed
-    assert offered(PropiusPolicy(), jobs, None) == ["tight", "loose"]
+    assert offered(composed(DeadlineAware()), jobs, ClientEstimate()) == ["tight", "loose"]  # unknown speed
+    assert offered(composed(DeadlineAware()), jobs, None) == ["tight", "loose"]
 
 
 def test_availability_aware_skips_clients_about_to_leave(view: Callable[..., JobView]) -> None:
     jobs = [view("j", **TASK)]
     leaving = ClientEstimate(s_per_sample=0.1, bandwidth_kbps=1000.0, online_since=0.0, session_s=1000.0)
-    assert offered(PropiusPolicy(), jobs, leaving, now=950.0) == []  # 50 s left < 120 s task
-    assert offered(PropiusPolicy(), jobs, leaving, now=800.0) == ["j"]  # 200 s left
-    assert offered(PropiusPolicy(), jobs, leaving, now=1100.0) == ["j"]  # prediction already wrong
+    policy = composed(AvailabilityAware())
+    assert offered(policy, jobs, leaving, now=950.0) == []  # 50 s left < 120 s task
+    assert offered(policy, jobs, leaving, now=800.0) == ["j"]  # 200 s left
+    assert offered(policy, jobs, leaving, now=1100.0) == ["j"]  # prediction already wrong
     assert offered(PropiusPolicy(availability_aware=False), jobs, leaving, now=950.0) == ["j"]
 
 
-def test_adaptive_over_selection_stops_at_demand_plus_margin(view: Callable[..., JobView]) -> None:
-    policy = PropiusPolicy(adaptive_over_selection=True)
-    # demand 100, z = 1: margin sqrt(100) = 10, so a round is satisfied at 110 expected results.
-    assert offered(policy, [view("j", demand=100, target=130, expected_results=109.9)], None) == ["j"]
-    assert offered(policy, [view("j", demand=100, target=130, expected_results=110.0)], None) == []
-    assert offered(PropiusPolicy(), [view("j", demand=100, target=130, expected_results=120.0)], None) == ["j"]
-
-
-def test_admission_keeps_the_prefix_that_fits_the_class_chain(view: Callable[..., JobView]) -> None:
-    supply = {"strict": 100, "loose": 300}
-    jobs = [
-        view("s1", eligibility_key="strict", target=60),
-        view("l1", eligibility_key="loose", target=200),
-        view("s2", eligibility_key="strict", target=50),  # 60 + 50 = 110 > 100: waits
-        view("l2", eligibility_key="loose", target=40),  # 60 + 200 + 40 = 300 <= 300: fits
-    ]
-    assert [j.job_id for j in admitted(jobs, supply, 1.0)] == ["s1", "l1", "l2"]
-    # The first job is always admitted, even when it alone exceeds the supply.
-    assert [j.job_id for j in admitted([view("huge", eligibility_key="strict", target=500)], supply, 1.0)] == ["huge"]
-    ctx = SchedulingContext(now=0.0, supply_by_class=supply)
-    assert len(PropiusPolicy(admission=True).order(jobs, ctx)) == 3
-    assert len(PropiusPolicy().order(jobs, ctx)) == 4
-
-
-def test_aging_lets_an_old_large_job_overtake_a_young_small_one(view: Callable[..., JobView]) -> None:
-    old = view("old", registered_at=0.0, rounds_total=10, demand=10)  # remaining 100, age 10,000 s
-    young = view("young", registered_at=9_900.0, rounds_total=5, demand=10)  # remaining 50, age 100 s
-    ctx = SchedulingContext(now=10_000.0, supply_by_class={"{}": 50})
-    assert [j.job_id for j in PropiusPolicy().order([old, young], ctx)] == ["young", "old"]
-    aged = PropiusPolicy(aging_tau_s=1000.0)  # 100 / 11 < 50 / 1.1
-    assert [j.job_id for j in aged.order([old, young], ctx)] == ["old", "young"]
-
-
-def test_longest_first_serves_the_job_predicted_to_finish_last(view: Callable[..., JobView]) -> None:
+def test_srsf_and_longest_first_sort_the_global_order(view: Callable[..., JobView]) -> None:
     # Remaining seconds: few slow rounds 5 x (10 + 190) = 1,000; many quick ones 20 x (5 + 40) = 900.
     few_slow = view("few-slow", rounds_total=5, demand=400, recent_schedule_s=10.0, recent_response_s=190.0)
     many_quick = view("many-quick", rounds_total=20, demand=50, recent_schedule_s=5.0, recent_response_s=40.0)
     untimed = view("untimed", rounds_total=1, demand=10)  # no round timed yet: first, so it gets measured
     ctx = SchedulingContext(now=0.0, supply_by_class={"{}": 50})
     jobs = [many_quick, few_slow, untimed]
+    assert [j.job_id for j in composed(LongestFirst()).order(jobs, ctx)] == ["untimed", "few-slow", "many-quick"]
     assert [j.job_id for j in PropiusPolicy(longest_first=True).order(jobs, ctx)] == [
-        "untimed", "few-slow", "many-quick"]
-    # The default (smallest remaining service, rounds x demand): 10 < 1,000 < 2,000.
-    assert [j.job_id for j in PropiusPolicy().order(jobs, ctx)] == ["untimed", "many-quick", "few-slow"]
+        "untimed", "few-slow", "many-quick"]  # replaces srsf: one sort plug-in per profile
+    # Smallest remaining service (rounds x demand): 10 < 1,000 < 2,000.
+    assert [j.job_id for j in composed(SmallestRemainingFirst()).order(jobs, ctx)] == [
+        "untimed", "many-quick", "few-slow"]
+    assert [j.job_id for j in composed().order(jobs, ctx)] == ["few-slow", "many-quick", "untimed"]  # FIFO: job_id
 
 
 def test_fastest_wake_keys_waiters_by_predicted_task_time(view: Callable[..., JobView]) -> None:
     job = view("j", **TASK)
-    key = PropiusPolicy().wake_key(job)
+    key = FastestWake().wake_key(job)
     assert key is not None
     fast = ClientEstimate(s_per_sample=0.05, bandwidth_kbps=2000.0)  # 50 + 10 = 60 s
-    assert (key(fast), key(SLOWISH), key(ClientEstimate())) == (60.0, 120.0, 0.0)  # unknown: tried first
+    assert (key(fast), key(SLOWISH), key(ClientEstimate())) == (60.0, 120.0, 0.0)  # unknown, no tier bound: first
+    tiered = view("tiered", fast_task_s=90.0, **TASK)  # unknown: at the fastest tier's bound, as IRS ranks it
+    tiered_key, irs_key = FastestWake().wake_key(tiered), fastest_first(tiered)
+    assert tiered_key is not None and [tiered_key(c) for c in (fast, ClientEstimate(), SLOWISH)] == [60.0, 90.0, 120.0]
+    assert [irs_key(c) for c in (fast, ClientEstimate(), SLOWISH)] == [60.0, 90.0, 120.0]
+    assert PropiusPolicy().wake_key(job) is not None
     assert PropiusPolicy(fastest_wake=False).wake_key(job) is None
     assert PropiusPolicy().wake_key(view("shapeless")) is None  # no task shape: oldest first
     assert load_policy("fifo").wake_key(job) is None
 
 
-def test_fill_first_prefers_a_started_round_inside_a_class(view: Callable[..., JobView]) -> None:
-    head = view("head", rounds_total=1)
-    started = view("started", rounds_total=5, bound=4)
-    ctx = SchedulingContext(now=0.0, supply_by_class={"{}": 50})
-    assert [j.job_id for j in PropiusPolicy(speed_tiers=False).rank_for_client(CLIENT, [head, started], ctx)] == [
-        "head", "started"]
-    filling = PropiusPolicy(speed_tiers=False, fill_first=True)
-    assert [j.job_id for j in filling.rank_for_client(CLIENT, [head, started], ctx)] == ["started", "head"]
-
-
-def test_global_order_by_default_scarce_class_first_as_an_option(view: Callable[..., JobView]) -> None:
+def test_class_order_offers_the_scarcest_class_first(view: Callable[..., JobView]) -> None:
     # The IRS case of test_policy_irs: strict 1 queued / 10 clients > loose 2 / 100, no merge.
     ctx = SchedulingContext(now=0.0, supply_by_class={"strict": 10, "loose": 100})
     jobs = [
@@ -114,13 +106,20 @@ def test_global_order_by_default_scarce_class_first_as_an_option(view: Callable[
         view("strict-big", eligibility_key="strict", rounds_total=5, demand=10),  # remaining 50
         view("loose-big", eligibility_key="loose", rounds_total=9, demand=10),  # remaining 90
     ]
+    assert [[j.job_id for j in g] for g in ClassOrder().partition(jobs, ctx)] == [
+        ["strict-big"], ["loose-small", "loose-big"]]
     default = PropiusPolicy(speed_tiers=False)
     ordered = default.order(jobs, ctx)
     assert [j.job_id for j in default.rank_for_client(CLIENT, ordered, ctx)] == [
         "loose-small", "strict-big", "loose-big"]  # smallest remaining service, whatever the class
-    irs_like = PropiusPolicy(speed_tiers=False, scarce_first=True)
+    irs_like = PropiusPolicy(speed_tiers=False, class_order=True)
     assert [j.job_id for j in irs_like.rank_for_client(CLIENT, ordered, ctx)] == [
         "strict-big", "loose-small", "loose-big"]
+    # Loose is more contended than strict (3 / 100 > 1 / 50): merged, one order.
+    crowded = [*jobs, view("loose-more", eligibility_key="loose", rounds_total=2, demand=10)]
+    merged = SchedulingContext(now=0.0, supply_by_class={"strict": 50, "loose": 100})
+    assert len(ClassOrder().partition(crowded, merged)) == 1
+    assert len(ClassOrder(merge=False).partition(crowded, merged)) == 2
 
 
 def test_doom_guard_stops_feeding_a_round_that_cannot_fill_in_time(view: Callable[..., JobView]) -> None:
@@ -129,15 +128,16 @@ def test_doom_guard_stops_feeding_a_round_that_cannot_fill_in_time(view: Callabl
         return view("j", demand=100, target=130, bound=bound, expected_results=float(bound), opened_at=0.0,
                     deadline_at=300.0, **TASK)
 
-    policy = PropiusPolicy(straggler_guard=False)
+    policy = composed(DoomGuard())
     # At 100 s with 20 binds (0.2/s): 20 + 0.2 x (300 - 100 - 120) = 36 < 100: doomed.
     assert offered(policy, [round_(20)], SLOWISH, now=100.0) == []
     # With 90 binds (0.9/s): 90 + 0.9 x 80 = 162 >= 100: worth feeding.
     assert offered(policy, [round_(90)], SLOWISH, now=100.0) == ["j"]
-    # Before doom_min_s (60 s) a round is never judged, even with no binds yet.
+    # Before min_s (60 s) a round is never judged, even with no binds yet.
     assert offered(policy, [round_(0)], SLOWISH, now=50.0) == ["j"]
-    assert offered(PropiusPolicy(doom_guard=False), [round_(20)], SLOWISH, now=100.0) == ["j"]
-    # A snapshot without the round's open time (the live control plane today) never excludes anyone.
+    assert offered(composed(DoomGuard(min_s=120.0)), [round_(20)], SLOWISH, now=100.0) == ["j"]
+    assert offered(PropiusPolicy(doom_guard=False, straggler_guard=False), [round_(20)], SLOWISH, now=100.0) == ["j"]
+    # A snapshot without the round's open time never excludes anyone.
     assert offered(policy, [view("j", demand=100, bound=20, deadline_at=300.0, **TASK)], SLOWISH, now=100.0) == ["j"]
 
 
@@ -149,50 +149,74 @@ def test_straggler_guard_skips_over_selected_binds_that_would_land_after_the_clo
         return view("j", demand=10, target=13, bound=bound, opened_at=0.0, deadline_at=300.0,
                     recent_schedule_s=50.0, recent_response_s=100.0, **TASK)
 
-    policy = PropiusPolicy(doom_guard=False)
+    policy = composed(StragglerGuard())
     assert offered(policy, [round_(10)], SLOWISH, now=40.0) == ["j"]  # 40 + 120 = 160 <= 170
     assert offered(policy, [round_(10)], SLOWISH, now=60.0) == []  # 180 > 170: a thrown-away result
     assert offered(policy, [round_(9)], SLOWISH, now=60.0) == ["j"]  # still short of demand: needed
+    assert offered(composed(StragglerGuard(slack=0.4)), [round_(10)], SLOWISH, now=60.0) == ["j"]  # close at 190
     assert offered(PropiusPolicy(doom_guard=False, straggler_guard=False), [round_(10)], SLOWISH, now=60.0) == ["j"]
 
 
-def test_tier_fit_pins_only_a_job_the_fastest_tier_can_fill(view: Callable[..., JobView]) -> None:
+def test_speed_tiers_pin_only_a_job_the_fastest_tier_can_fill(view: Callable[..., JobView]) -> None:
     slow_rounds = dict(recent_schedule_s=10.0, recent_response_s=100.0)  # responses dominate: pin (as IRS)
     jobs = [view("head", rounds_total=1, target=13, **slow_rounds), view("next", rounds_total=2)]
     slow_client = ClientEstimate(s_per_sample=0.03, bandwidth_kbps=1e4)  # middle of tiers (0.02, 0.05)
 
-    def rank(policy: PropiusPolicy, supply: int) -> list[str]:
+    def rank(policy: ProfilePolicy, supply: int) -> list[str]:
         ctx = SchedulingContext(now=0.0, supply_by_class={"{}": supply}, client=slow_client, speed_tiers=(0.02, 0.05))
         return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
 
-    assert rank(PropiusPolicy(), 50) == ["next"]  # 50 >= 3 tiers x 13: pinned, the slow client skips it
-    assert rank(PropiusPolicy(), 30) == ["head", "next"]  # 30 < 39: the fastest tier cannot fill it, no pin
-    assert rank(PropiusPolicy(tier_fit=False), 30) == ["next"]
+    assert rank(composed(SpeedTiers()), 50) == ["next"]  # 50 >= 3 tiers x 13: pinned, the slow client skips it
+    assert rank(composed(SpeedTiers()), 30) == ["head", "next"]  # 30 < 39: the fastest tier cannot fill it
+    assert rank(composed(SpeedTiers(tier_fit=False)), 30) == ["next"]
+    assert rank(PropiusPolicy(**{"speed_tiers.tier_fit": False}), 30) == ["next"]
+    assert rank(composed(), 50) == ["head", "next"]
+
+
+def test_speed_tiers_pin_to_the_job_s_class_tiers_as_irs_does(view: Callable[..., JobView]) -> None:
+    """Global bounds (0.05, 0.12), the slow class's own (0.12, 0.14): a client at 0.11 s per sample is in the
+    class's fastest tier, not the global one; one at exactly 0.12 is on the bound, so in the second tier."""
+    head = view("head", eligibility_key="slow", rounds_total=1, target=2, recent_schedule_s=10.0,
+                recent_response_s=100.0)
+    jobs = [head, view("next", eligibility_key="slow", rounds_total=2)]
+
+    def rank(policy: ProfilePolicy | IrsPolicy, speed: float, supply: int = 6) -> list[str]:
+        ctx = SchedulingContext(now=0.0, supply_by_class={"slow": supply}, speed_tiers=(0.05, 0.12),
+                                client=ClientEstimate(s_per_sample=speed, bandwidth_kbps=1e4),
+                                class_speed_tiers={"slow": (0.12, 0.14)})
+        return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
+
+    for policy in (composed(SpeedTiers()), PropiusPolicy(), IrsPolicy()):  # one rule
+        assert rank(policy, 0.11) == ["head", "next"]
+        assert rank(policy, 0.12) == ["next"]  # pinned: 6 clients >= 3 tiers x 2
+        assert rank(policy, 0.12, supply=5) == ["head", "next"]  # 5 < 6: the fastest tier cannot fill it
+    assert rank(composed(SpeedTiers(tier_fit=False)), 0.12, supply=5) == ["next"]  # no fill check
 
 
 def test_task_tiers_pin_by_predicted_task_time_not_training_speed_alone(view: Callable[..., JobView]) -> None:
     # The head job's fastest tier finishes a task within 110 s. Both clients train in the fastest speed
     # tier (0.05 < 0.06); the one on a slow link needs 50 + 2 x 10,000 / 200 = 150 s for a task.
     head = view("head", rounds_total=1, target=13, recent_schedule_s=10.0, recent_response_s=100.0,
-                fast_task_s=110.0, **dict(TASK, work_samples=1000.0))
+                fast_task_s=110.0, **TASK)
     jobs = [head, view("next", rounds_total=2)]
     good_link = ClientEstimate(s_per_sample=0.05, bandwidth_kbps=1000.0)  # 50 + 20 = 70 s
     slow_link = ClientEstimate(s_per_sample=0.05, bandwidth_kbps=200.0)
 
-    def rank(policy: PropiusPolicy, client: ClientEstimate) -> list[str]:
+    def rank(policy: ProfilePolicy, client: ClientEstimate) -> list[str]:
         ctx = SchedulingContext(now=0.0, supply_by_class={"{}": 50}, client=client, speed_tiers=(0.06, 0.12))
         return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
 
-    assert rank(PropiusPolicy(), good_link) == ["head", "next"]
-    assert rank(PropiusPolicy(), slow_link) == ["next"]  # would be the round's straggler
-    assert rank(PropiusPolicy(task_tiers=False), slow_link) == ["head", "next"]  # IRS's rule: speed alone
+    assert rank(composed(SpeedTiers()), good_link) == ["head", "next"]
+    assert rank(composed(SpeedTiers()), slow_link) == ["next"]  # would be the round's straggler
+    assert rank(composed(SpeedTiers(task_tiers=False)), slow_link) == ["head", "next"]  # IRS's rule: speed alone
 
 
 def test_wait_for_faster_leaves_a_slow_client_to_others_when_the_head_round_fills_sooner(
     view: Callable[..., JobView],
 ) -> None:
-    policy = PropiusPolicy(wait_for_faster=True)
+    policy = composed(WaitForFaster())
     assert policy.wants_fastest_fill and not PropiusPolicy().wants_fastest_fill
+    assert PropiusPolicy(wait_for_faster=True).wants_fastest_fill
     # SLOWISH would deliver at 0 + 120 s; the fastest eligible clients fill the round by 100 s.
     assert offered(policy, [view("head", fastest_fill_at=100.0, **TASK), view("next", **TASK)], SLOWISH) == ["next"]
     assert offered(policy, [view("head", fastest_fill_at=120.0, **TASK)], SLOWISH) == ["head"]  # one of them
@@ -204,7 +228,7 @@ def test_wait_for_faster_leaves_a_slow_client_to_others_when_the_head_round_fill
 def test_hold_for_tight_keeps_a_client_for_the_next_round_of_a_job_that_needs_its_whole_class(
     view: Callable[..., JobView],
 ) -> None:
-    policy = PropiusPolicy(hold_for_tight=True)  # tight_fraction 0.75, hold_slack 0.5
+    policy = composed(HoldForTight())  # tight_fraction 0.75, hold_slack 0.5
     slow = ClientEstimate(s_per_sample=0.18, bandwidth_kbps=1000.0)  # 180 + 20 = 200 s per task
     # Demand 40 of a class of 50 clients: tight. Its round opened at 0 and is expected to close at
     # 10 + 80 = 90 s; the hold lasts until 90 + 0.5 x 80 = 130 s.
@@ -212,6 +236,8 @@ def test_hold_for_tight_keeps_a_client_for_the_next_round_of_a_job_that_needs_it
     big = view("big", demand=40, target=48, **timed)
     assert offered(policy, [big, view("next", **TASK)], SLOWISH) == ["big", "next"]  # back at 120 s
     assert offered(policy, [big, view("next", **TASK)], slow) == ["big"]  # back at 200 s
+    assert offered(composed(HoldForTight(hold_slack=1.0)), [big, view("next", **TASK)], slow) == ["big"]  # 170 s
+    assert offered(composed(HoldForTight(tight_fraction=0.9)), [big, view("next", **TASK)], slow) == ["big", "next"]
     # Overdue (now 100 s, past the expected close): held until now + 40 s.
     assert offered(policy, [big, view("next", **TASK)], SLOWISH, now=100.0) == ["big"]
     assert offered(policy, [view("next", **TASK), big], slow) == ["next", "big"]  # only jobs ranked after it
