@@ -291,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                          daemons=args.daemons, devices=args.devices, train_s=args.train_s, pg_url=args.pg_url,
                          run_timeout_s=240.0)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    os.environ["PROPIUS_INSECURE"] = "1"  # the job drivers' channels: plaintext on loopback, explicitly
     with tempfile.TemporaryDirectory(prefix="propius-cluster-chaos-") as temporary:
         work = args.work_dir or Path(temporary)
         work.mkdir(parents=True, exist_ok=True)

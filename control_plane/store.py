@@ -32,6 +32,7 @@ from sqlalchemy import (
     inspect,
     select,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy.exc import DBAPIError
@@ -440,10 +441,18 @@ class Store:
     # ------------------------------------------------------------ bindings
 
     def record_bindings(self, rows: Sequence[BindingRecord]) -> None:
+        """Insert bindings once: a client binds to an attempt at most once, so a binding already here (a
+        journal batch written again, delivery being at least once) is skipped rather than duplicated."""
         if not rows:
             return
+        key = (_Binding.job_id, _Binding.round, _Binding.attempt, _Binding.client_id)
         with self._session.begin() as session:
-            session.execute(insert(_Binding), [_insert_values(row) for row in rows])
+            wanted = {(row.job_id, row.round, row.attempt, row.client_id): row for row in rows}
+            present = session.execute(select(*key).where(tuple_(*key).in_(list(wanted)))).all()
+            for found in present:
+                wanted.pop(tuple(found), None)
+            if wanted:
+                session.execute(insert(_Binding), [_insert_values(row) for row in wanted.values()])
 
     def finish_bindings(self, updates: Sequence[BindingOutcome]) -> None:
         """Set how each binding ended, all in one transaction and one executemany. A binding ends once: an
