@@ -13,6 +13,7 @@ any policy; this class turns each call into the plug-ins' points (:mod:`policies
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
@@ -80,7 +81,7 @@ class ProfilePolicy(Policy):
         ranked, rest = self._promoted(jobs, ctx)
         groups = [rest] if self._partition is None else self._partition.partition(rest, ctx)
         for group in groups:
-            if group and any(p.pinned_elsewhere(group[0], ctx) for p in self._pin):
+            if group and any(p.pinned_elsewhere(group[0], _left_for(group[0], jobs, ctx)) for p in self._pin):
                 group = group[1:]
             ranked.extend(group)
         for offer in self._offer:
@@ -101,3 +102,14 @@ class ProfilePolicy(Policy):
                 keys[job.job_id] = (min(found), job.registered_at, job.job_id)
         promoted = sorted((job for job in jobs if job.job_id in keys), key=lambda job: keys[job.job_id])
         return promoted, [job for job in jobs if job.job_id not in keys]
+
+
+def _left_for(head: JobView, jobs: Sequence[JobView], ctx: SchedulingContext) -> SchedulingContext:
+    """``ctx`` with ``head``'s class supply less the bind targets of the class's other open rounds: what a pin
+    plug-in may count on for ``head``'s round (``jobs`` are the client's eligible jobs, so every open round of
+    ``head``'s class is among them)."""
+    others = sum(job.target for job in jobs if job.eligibility_key == head.eligibility_key and job is not head)
+    if not others:
+        return ctx
+    left = max(0, ctx.class_supply(head) - others)
+    return dataclasses.replace(ctx, supply_by_class={**ctx.supply_by_class, head.eligibility_key: left})

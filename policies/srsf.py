@@ -12,12 +12,17 @@ from typing import ClassVar
 
 from policies.base import JobView, Policy, SchedulingContext
 
-__all__ = ["SrsfPolicy"]
+__all__ = ["SrsfPolicy", "remaining_service"]
+
+
+def remaining_service(job: JobView) -> float:
+    """``remaining_rounds x demand``; infinite for an open-ended job."""
+    remaining = job.remaining_rounds
+    return math.inf if remaining is None else float(remaining * job.demand)
 
 
 class SrsfPolicy(Policy):
     name: ClassVar[str] = "srsf"
 
     def score(self, job: JobView, ctx: SchedulingContext) -> float:
-        remaining = job.remaining_rounds
-        return math.inf if remaining is None else float(remaining * job.demand)
+        return remaining_service(job)

@@ -6,11 +6,11 @@ Finishing the jobs closest to done first minimises mean JCT when jobs compete fo
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 from policies.base import JobView, SchedulingContext
 from policies.plugins.base import SortPlugin
+from policies.srsf import remaining_service
 
 __all__ = ["SmallestRemainingFirst"]
 
@@ -19,5 +19,4 @@ class SmallestRemainingFirst(SortPlugin):
     name: ClassVar[str] = "srsf"
 
     def score(self, job: JobView, ctx: SchedulingContext) -> float:
-        remaining = job.remaining_rounds
-        return math.inf if remaining is None else float(remaining * job.demand)
+        return remaining_service(job)

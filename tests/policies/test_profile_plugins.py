@@ -50,8 +50,8 @@ def test_all_policies_are_registered() -> None:
 def test_deadline_aware_skips_rounds_the_client_cannot_finish(view: Callable[..., JobView]) -> None:
     jobs = [view("tight", deadline_at=100.0, **TASK), view("loose", deadline_at=500.0, **TASK)]
     assert offered(composed(DeadlineAware()), jobs, SLOWISH) == ["loose"]  # 0 + 120 > 100
-    assert offered(PropiusPolicy(), jobs, SLOWISH) == ["loose"]
-    assert offered(PropiusPolicy(deadline_aware=False), jobs, SLOWISH) == ["tight", "loose"]
+    assert offered(PropiusPolicy(), jobs, SLOWISH) == ["tight", "loose"]  # not in the default profile
+    assert offered(PropiusPolicy(deadline_aware=True), jobs, SLOWISH) == ["loose"]
     assert offered(composed(DeadlineAware()), jobs, ClientEstimate()) == ["tight", "loose"]  # unknown speed
     assert offered(composed(DeadlineAware()), jobs, None) == ["tight", "loose"]
 
@@ -159,7 +159,8 @@ def test_straggler_guard_skips_over_selected_binds_that_would_land_after_the_clo
 
 def test_speed_tiers_pin_only_a_job_the_fastest_tier_can_fill(view: Callable[..., JobView]) -> None:
     slow_rounds = dict(recent_schedule_s=10.0, recent_response_s=100.0)  # responses dominate: pin (as IRS)
-    jobs = [view("head", rounds_total=1, target=13, **slow_rounds), view("next", rounds_total=2)]
+    jobs = [view("head", rounds_total=1, target=13, **slow_rounds),
+            view("next", eligibility_key="other", rounds_total=2)]
     slow_client = ClientEstimate(s_per_sample=0.03, bandwidth_kbps=1e4)  # middle of tiers (0.02, 0.05)
 
     def rank(policy: ProfilePolicy, supply: int) -> list[str]:
@@ -173,12 +174,28 @@ def test_speed_tiers_pin_only_a_job_the_fastest_tier_can_fill(view: Callable[...
     assert rank(composed(), 50) == ["head", "next"]
 
 
+def test_speed_tiers_count_only_the_clients_the_class_s_other_rounds_leave(view: Callable[..., JobView]) -> None:
+    """In a profile, the fill check is made on the class's supply less the bind targets of its other open
+    rounds: those clients are not the pinned round's to take (IRS, alone, counts the whole class)."""
+    slow_rounds = dict(recent_schedule_s=10.0, recent_response_s=100.0)
+    head = view("head", rounds_total=1, target=13, **slow_rounds)
+    slow_client = ClientEstimate(s_per_sample=0.03, bandwidth_kbps=1e4)  # not in the fastest tier (< 0.02)
+
+    def rank(others: list[JobView]) -> list[str]:
+        ctx = SchedulingContext(now=0.0, supply_by_class={"{}": 50}, client=slow_client, speed_tiers=(0.02, 0.05))
+        return [j.job_id for j in composed(SpeedTiers()).rank_for_client(CLIENT, [head, *others], ctx)]
+
+    assert rank([view("b", rounds_total=2, target=11)]) == ["b"]  # 50 - 11 = 39 >= 3 x 13: pinned
+    assert rank([view("b", rounds_total=2, target=12)]) == ["head", "b"]  # 38 < 39: not pinned
+    assert rank([view("b", eligibility_key="other", rounds_total=2, target=40)]) == ["b"]  # another class's
+
+
 def test_speed_tiers_pin_to_the_job_s_class_tiers_as_irs_does(view: Callable[..., JobView]) -> None:
     """Global bounds (0.05, 0.12), the slow class's own (0.12, 0.14): a client at 0.11 s per sample is in the
     class's fastest tier, not the global one; one at exactly 0.12 is on the bound, so in the second tier."""
     head = view("head", eligibility_key="slow", rounds_total=1, target=2, recent_schedule_s=10.0,
                 recent_response_s=100.0)
-    jobs = [head, view("next", eligibility_key="slow", rounds_total=2)]
+    jobs = [head, view("next", eligibility_key="other", rounds_total=2)]
 
     def rank(policy: ProfilePolicy | IrsPolicy, speed: float, supply: int = 6) -> list[str]:
         ctx = SchedulingContext(now=0.0, supply_by_class={"slow": supply}, speed_tiers=(0.05, 0.12),
@@ -198,7 +215,7 @@ def test_task_tiers_pin_by_predicted_task_time_not_training_speed_alone(view: Ca
     # tier (0.05 < 0.06); the one on a slow link needs 50 + 2 x 10,000 / 200 = 150 s for a task.
     head = view("head", rounds_total=1, target=13, recent_schedule_s=10.0, recent_response_s=100.0,
                 fast_task_s=110.0, **TASK)
-    jobs = [head, view("next", rounds_total=2)]
+    jobs = [head, view("next", eligibility_key="other", rounds_total=2)]
     good_link = ClientEstimate(s_per_sample=0.05, bandwidth_kbps=1000.0)  # 50 + 20 = 70 s
     slow_link = ClientEstimate(s_per_sample=0.05, bandwidth_kbps=200.0)
 
