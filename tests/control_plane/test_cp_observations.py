@@ -141,8 +141,10 @@ async def first_round_of_a_fast_and_a_slow_client(stubs, execution_timeout_s: fl
 
 
 async def test_the_live_plane_skips_a_client_it_learned_is_too_slow_for_the_round(planes, stub_factory) -> None:
-    """Deadline-aware dispatch of the default policy, acting on what the live plane learned."""
-    plane = await planes.start(lease_s=10.0)  # the slow task outlasts no lease, whatever the machine's load
+    """Deadline-aware dispatch (the `deadline_aware` plug-in added to the default profile), acting on what the
+    live plane learned."""
+    # The slow task outlasts no lease, whatever the machine's load.
+    plane = await planes.start(lease_s=10.0, policy_options={"deadline_aware": True})
     stubs = await stub_factory(plane.address)
     job_id, token = await first_round_of_a_fast_and_a_slow_client(stubs, execution_timeout_s=1.0)
 
