@@ -33,7 +33,7 @@ from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
 from control_plane.metrics import Metrics
 from control_plane.redis_client import connect
-from control_plane.redis_pipe import RedisPipe, pipe_supported
+from control_plane.redis_pipe import RedisPipe, ScriptedPipe, pipe_supported
 from control_plane.round_metrics import RoundLatency
 from control_plane.rounds import RoundManager
 from control_plane.scheduler import Scheduler, SchedulerView
@@ -92,7 +92,7 @@ class ControlPlane:
         self.guard = Guard(settings, self.identities)
         self.audit = AuditLog(self.identities, settings.audit_max_rows, settings.audit_retention_s)
         # A lean connection for check-ins and binds (one per node on a cluster; redis-py does them for TLS URLs)
-        self.pipe: RedisPipe | ClusterPipe | None = None
+        self.pipe: ScriptedPipe | None = None
         if pipe_supported(settings.redis_url):
             self.pipe = RedisPipe(settings.redis_url)
         elif cluster_pipe_supported(settings.redis_url):

@@ -11,15 +11,14 @@ refreshes the map. A lost connection fails the call in flight with ``ConnectionE
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from typing import Any
 from urllib.parse import quote
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import RedisError, ResponseError
 
-from control_plane.redis_pipe import RedisPipe
+from control_plane.redis_pipe import RedisPipe, ScriptedPipe
 
 __all__ = ["ClusterPipe", "cluster_pipe_supported"]
 
@@ -34,14 +33,14 @@ def _key(command: tuple[Any, ...]) -> str:
     return str(command[3] if command[0] == "EVALSHA" else command[1])
 
 
-class ClusterPipe:
+class ClusterPipe(ScriptedPipe):
     """``await pipe.execute_many([(cmd, key, *args), ...])`` -> replies, with the interface of RedisPipe."""
 
     def __init__(self, cluster: aioredis.RedisCluster, *, timeout_s: float = 30.0) -> None:
+        super().__init__()
         self._cluster = cluster
         self._timeout_s = timeout_s
         self._pipes: dict[str, RedisPipe] = {}
-        self._scripts: dict[str, str] = {}  # sha -> source
 
     def _pipe_for(self, key: str) -> RedisPipe:
         node = self._cluster.get_node_from_key(key)
@@ -78,27 +77,9 @@ class ClusterPipe:
                     replies[index] = error
         return replies
 
-    async def execute(self, *command: Any) -> Any:
-        reply = (await self.execute_many([command]))[0]
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
-
-    def script(self, source: str) -> str:
-        """Register a Lua script; returns the sha to pass to :meth:`evalsha`."""
-        sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 - Redis names scripts by SHA-1
-        self._scripts[sha] = source
-        return sha
-
-    async def evalsha(self, sha: str, keys: list[str], args: list[Any]) -> Any:
-        command = ("EVALSHA", sha, len(keys), *keys, *args)
-        reply = (await self.execute_many([command]))[0]
-        if isinstance(reply, NoScriptError):  # a node that never ran it (a replica promoted since): load it there
-            await self._pipe_for(keys[0]).execute("SCRIPT", "LOAD", self._scripts[sha])
-            reply = (await self.execute_many([command]))[0]
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
+    async def _load_script(self, keys: list[str], source: str) -> None:
+        """On the node serving the script's first key (one that never ran it: a replica promoted since)."""
+        await self._pipe_for(keys[0]).execute("SCRIPT", "LOAD", source)
 
     def _forget(self, pipe: RedisPipe) -> None:
         """Drop a node's pipe whose connection failed: the next command finds the slot's node anew."""

@@ -18,10 +18,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from control_plane.cluster_pipe import ClusterPipe
 from control_plane.events import Event
 from control_plane.redis_client import AnyRedis
-from control_plane.redis_pipe import RedisPipe
+from control_plane.redis_pipe import ScriptedPipe
 from control_plane.scheduling.state import ROUND_FIELDS, RoundState
 from data_plane.claims import accepted_key
 from propius.keys import client_key, global_key, job_key
@@ -131,7 +130,7 @@ class HotState:
     """Typed access to the Redis keys of the control plane (see :mod:`propius.keys`)."""
 
     def __init__(self, redis: AnyRedis, prefix: str, keep_s: float = 86400.0,
-                 pipe: RedisPipe | ClusterPipe | None = None) -> None:
+                 pipe: ScriptedPipe | None = None) -> None:
         self.redis = redis
         # The binding hot path (check-in writes, bind) goes through the lean pipe when there is one.
         self._pipe = pipe

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+from abc import ABC, abstractmethod
 from typing import Any
 
 import hiredis
@@ -23,7 +24,7 @@ from redis.asyncio.connection import SSLConnection, parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
-__all__ = ["RedisPipe", "pipe_supported"]
+__all__ = ["RedisPipe", "ScriptedPipe", "pipe_supported"]
 
 
 class _Pending:
@@ -73,10 +74,49 @@ def pipe_supported(url: str) -> bool:
     return url.startswith(("redis://", "unix://"))
 
 
-class RedisPipe:
+class ScriptedPipe(ABC):
+    """What a pipe offers besides :meth:`execute_many`: one command, and Lua scripts run by SHA-1 and loaded
+    again where Redis no longer knows them (a restarted or flushed server, a replica promoted since)."""
+
+    def __init__(self) -> None:
+        self._scripts: dict[str, str] = {}  # sha -> source
+
+    @abstractmethod
+    async def execute_many(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Replies in command order; an error reply is a ``ResponseError`` instance, not raised."""
+
+    async def execute(self, *command: Any) -> Any:
+        reply = (await self.execute_many([command]))[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def script(self, source: str) -> str:
+        """Register a Lua script; returns the sha to pass to :meth:`evalsha`."""
+        sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 - Redis names scripts by SHA-1
+        self._scripts[sha] = source
+        return sha
+
+    async def evalsha(self, sha: str, keys: list[str], args: list[Any]) -> Any:
+        command = ("EVALSHA", sha, len(keys), *keys, *args)
+        reply = (await self.execute_many([command]))[0]
+        if isinstance(reply, NoScriptError):  # Redis does not know it (any more): load it once, run again
+            await self._load_script(keys, self._scripts[sha])
+            reply = (await self.execute_many([command]))[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    async def _load_script(self, keys: list[str], source: str) -> None:
+        """Load ``source`` where a script on ``keys`` runs."""
+        await self.execute("SCRIPT", "LOAD", source)
+
+
+class RedisPipe(ScriptedPipe):
     """``await pipe.execute_many([(cmd, *args), ...])`` -> replies (``ResponseError`` instances for errors)."""
 
     def __init__(self, url: str, *, timeout_s: float = 30.0) -> None:
+        super().__init__()
         kwargs = parse_url(url)
         self._host = kwargs.get("host", "127.0.0.1")
         self._port = kwargs.get("port", 6379)
@@ -92,7 +132,6 @@ class RedisPipe:
         self._outbox: list[bytes] = []
         self._flush_scheduled = False
         self._watchdog: asyncio.TimerHandle | None = None
-        self._scripts: dict[str, str] = {}  # sha -> source
 
     # ---------------------------------------------------------------- commands
 
@@ -111,28 +150,6 @@ class RedisPipe:
         if self._watchdog is None:
             self._watchdog = loop.call_later(self._timeout_s, self._check_timeout)
         return await future
-
-    async def execute(self, *command: Any) -> Any:
-        reply = (await self.execute_many([command]))[0]
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
-
-    def script(self, source: str) -> str:
-        """Register a Lua script; returns the sha to pass to :meth:`evalsha`."""
-        sha = hashlib.sha1(source.encode()).hexdigest()  # noqa: S324 - Redis names scripts by SHA-1
-        self._scripts[sha] = source
-        return sha
-
-    async def evalsha(self, sha: str, keys: list[str], args: list[Any]) -> Any:
-        command = ("EVALSHA", sha, len(keys), *keys, *args)
-        reply = (await self.execute_many([command]))[0]
-        if isinstance(reply, NoScriptError):  # a restarted or flushed Redis: load it once, run again
-            await self.execute("SCRIPT", "LOAD", self._scripts[sha])
-            reply = (await self.execute_many([command]))[0]
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
 
     # ---------------------------------------------------------------- connection
 
