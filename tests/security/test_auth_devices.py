@@ -10,7 +10,6 @@ import time
 
 import grpc
 import numpy as np
-import pytest
 
 from clients.daemon import run_devices
 from clients.device import AgentConfig
@@ -24,23 +23,10 @@ from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.sdk import AsyncJob
 from propius.specs import JobSpec
-from tests.security.auth_setup import Stubs, api_key, enrolled, footprint, keyed_plane, refused
+from tests.security.auth_setup import api_key, enrolled, footprint, keyed_plane, refused
 from tests.security.tls_setup import Pki
 
 UNAUTHENTICATED, DENIED = grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED
-
-
-@pytest.fixture
-async def plane(settings):
-    async with keyed_plane(settings) as cp:
-        yield cp
-
-
-@pytest.fixture
-async def stubs(plane):
-    made = Stubs(plane.address)
-    yield made
-    await made.close()
 
 
 def _check_in(client_id: str) -> pb.CheckInRequest:

@@ -7,26 +7,12 @@ import asyncio
 import json
 
 import grpc
-import pytest
 
 from propius.proto import propius_pb2 as pb
 from propius.specs import JobSpec
-from tests.security.auth_setup import SECRET_SPEC, Stubs, api_key, footprint, keyed_plane, refused
+from tests.security.auth_setup import SECRET_SPEC, api_key, footprint, refused
 
 UNAUTHENTICATED, DENIED = grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED
-
-
-@pytest.fixture
-async def plane(settings):
-    async with keyed_plane(settings) as cp:
-        yield cp
-
-
-@pytest.fixture
-async def stubs(plane):
-    made = Stubs(plane.address)
-    yield made
-    await made.close()
 
 
 async def test_no_bad_or_revoked_key_is_refused_and_writes_nothing(plane, stubs):
