@@ -26,6 +26,9 @@ from control_plane.dashboard_http import DashboardServer
 from control_plane.dashboard_state import DashboardSource
 from control_plane.data_service import DataService
 from control_plane.events import EventBus
+from control_plane.fabric_manager import FabricManager
+from control_plane.fabric_service import FabricService
+from control_plane.fabric_store import FabricStore
 from control_plane.hot_state import HotState
 from control_plane.identity_store import IdentityStore
 from control_plane.job_service import JobService, TraceExporter
@@ -42,7 +45,9 @@ from control_plane.store import Store
 from control_plane.tls import server_credentials
 from control_plane.wire import DecodeGuard
 from policies import ProfilePolicy, configured_policy
+from policies.placement.registry import load_placement
 from propius.config import Settings
+from propius.fabric.request import CloudRequest
 from propius.proto import propius_pb2_grpc as pb_grpc
 
 __all__ = ["ControlPlane", "TraceExporter", "grpc_options"]
@@ -113,17 +118,30 @@ class ControlPlane:
         self.view = SchedulerView(self.hot, self.jobs, policy, settings)  # fed events by the binder
         self.binder = Binder(settings, self.hot, self.jobs, self.view, self.journal, self.bus, self.metrics)
         self.scheduler = Scheduler(settings, self.view, self.jobs)
+        self.fabric = FabricManager(
+            FabricStore(self.store.engine), load_placement(settings.placement, **settings.placement_options),
+            journal=self.journal, bus=self.bus, request_of=self._cloud_request, is_finished=self._finished,
+            max_waiting=settings.fabric_max_waiting)
         self.bus.add_listener(RoundLatency(self.metrics, self.bus.id).on_event)
         self.dashboard = DashboardSource(settings, self.hot, self.jobs, self.view, self.binder.waiting.client_ids,
                                          lambda: self.address)
         self.dashboard_server: DashboardServer | None = None
         self._queues_at = 0.0
         tick = (self.rounds.check_hot_state, self.rounds.take_over_orphans, self.view.refresh_states,
-                self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush, self._observe_queues)
+                self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush, self._observe_queues,
+                self.fabric.refresh)
         for task in tick:
             self.scheduler.every_tick(task)
         self.server: grpc.aio.Server | None = None
         self.port = 0
+
+    def _cloud_request(self, job_id: str) -> CloudRequest | None:
+        job = self.jobs.cached(job_id)
+        return job.spec.cloud if job is not None else None
+
+    def _finished(self, job_id: str) -> bool:
+        job = self.jobs.cached(job_id)
+        return job is not None and job.finished
 
     async def _flush(self, _now: float) -> None:
         await self.journal.flush()
@@ -171,13 +189,16 @@ class ControlPlane:
         await self.rounds.recover()
         await self.scheduler.refresh()
         await self.view.refresh_states()
+        await self.fabric.start()
         self.server = grpc.aio.server(options=grpc_options(self.settings))
         services = (
             (pb_grpc.add_JobServiceServicer_to_server,
              JobService(self.jobs, self.rounds, self.hot, self.bus, self.journal, self.settings.finished_job_ttl_s,
                         store=self.store, exporter=self.trace_exporter,
                         export_every_job=self.settings.trace_export_dir is not None, policy=self.policy_name,
-                        guard=self.guard, audit=self.audit)),
+                        guard=self.guard, audit=self.audit, fabric=self.fabric)),
+            (pb_grpc.add_FabricServiceServicer_to_server,
+             FabricService(self.fabric, guard=self.guard, audit=self.audit)),
             (pb_grpc.add_ClientServiceServicer_to_server,
              ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store, guard=self.guard,
                            audit=self.audit)),

@@ -16,6 +16,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
@@ -42,6 +43,7 @@ class Event:
     model_kbit: float = 0.0  # on model_published: the model's size
     fetch_end: float = 0.0  # on update_accepted: the device's reported phases, on the server clock (0: none)
     train_s: float = 0.0
+    detail: dict[str, Any] | None = None  # on fabric_recovery: the recovery (control_plane.fabric_manager)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)  # the fields, flat (asdict's deep copy costs 3x, on every bind)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -11,15 +12,17 @@ import grpc
 
 from control_plane.audit import AuditLog
 from control_plane.auth import Guard, check_drive, check_read, owned_spec
-from control_plane.convert import job_info, round_info
+from control_plane.convert import fabric_recovery, job_info, job_placement, round_info
 from control_plane.errors import InvalidArgument, require_id, rpc_errors
 from control_plane.events import Event, EventBus
+from control_plane.fabric_manager import FabricManager
 from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
 from control_plane.journal import Journal
 from control_plane.rounds import RoundManager
 from control_plane.scheduling.state import ActiveJob
 from control_plane.store import Store
+from propius.fabric.request import CloudRequest
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
@@ -40,12 +43,12 @@ class JobService(pb_grpc.JobServiceServicer):
     def __init__(
         self, jobs: JobRegistry, rounds: RoundManager, hot: HotState, bus: EventBus, journal: Journal,
         finished_ttl_s: float, *, store: Store, exporter: TraceExporter | None = None, export_every_job: bool = False,
-        policy: str = "", guard: Guard, audit: AuditLog,
+        policy: str = "", guard: Guard, audit: AuditLog, fabric: FabricManager,
     ) -> None:
         """``exporter``: writes a completed job's trace where ``export_every_job`` or the CompleteJob request
         asks for it; None: such requests are answered without a trace (``JobInfo.trace_dir`` empty).
         ``policy``: the sharing policy's name, recorded with each job's ``job_registered`` event (a trace export
-        reads it there)."""
+        reads it there). ``fabric``: places jobs' cloud requests and releases them when they finish."""
         self._jobs = jobs
         self._rounds = rounds
         self._hot = hot
@@ -58,6 +61,7 @@ class JobService(pb_grpc.JobServiceServicer):
         self._policy = policy
         self._guard = guard
         self._audit = audit
+        self._fabric = fabric
 
     @rpc_errors
     async def RegisterJob(self, request: pb.RegisterJobRequest, context: grpc.aio.ServicerContext):
@@ -69,11 +73,31 @@ class JobService(pb_grpc.JobServiceServicer):
             if not request.spec_json:
                 raise InvalidArgument("spec_json", "required")
             spec = owned_spec(JobSpec.parse(request.spec_json), caller)
+            if spec.cloud is not None:
+                await self._fabric.check(spec.cloud)
             job, token = await self._jobs.register(spec)
             entry.target = job.job_id
+            if spec.cloud is not None:
+                await self._place(job, spec.cloud)
         self._journal.event("job_registered", job.job_id, name=spec.name, owner=spec.owner, policy=self._policy)
         await self._bus.publish(Event("job_registered", job.job_id))
         return pb.RegisterJobResponse(job_id=job.job_id, job_token=token)
+
+    async def _place(self, job: ActiveJob, request: CloudRequest) -> None:
+        """Place the new job (or queue it); if that cannot be written, the job is cancelled, not left unplaced."""
+        try:
+            await self._fabric.place(job.job_id, request)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self._jobs.update(job.job_id, state="cancelled")
+            raise
+
+    def _placement(self, job: ActiveJob) -> pb.JobPlacement | None:
+        if job.spec.cloud is None:
+            return None
+        allocation, pending, state = self._fabric.placement_of(job.job_id)
+        return job_placement(job.job_id, job.spec.cloud.accelerators, allocation,
+                             pending.reason if pending else "", pending.since if pending else 0.0, state)
 
     @rpc_errors
     async def StartRound(self, request: pb.StartRoundRequest, context: grpc.aio.ServicerContext):
@@ -111,11 +135,13 @@ class JobService(pb_grpc.JobServiceServicer):
             if state == "completed" and (self._export_every_job or request.export_trace):
                 exported = await self._export_trace(job.job_id)
             await self._hot.expire_job(job.job_id, self._finished_ttl_s)
+            if job.spec.cloud is not None:
+                await self._fabric.release(job.job_id)
             await self._bus.publish(Event(f"job_{state}", job.job_id))
-            info = job_info(job, await self._hot.round(job.job_id))
+            info = job_info(job, await self._hot.round(job.job_id), placement=self._placement(job))
             info.trace_dir = str(exported or "")
             return info
-        return job_info(job, await self._hot.round(job.job_id))
+        return job_info(job, await self._hot.round(job.job_id), placement=self._placement(job))
 
     async def _export_trace(self, job_id: str) -> Path | None:
         """Export the completed job's trace; a failed export is logged, never the RPC's error."""
@@ -143,15 +169,16 @@ class JobService(pb_grpc.JobServiceServicer):
         caller = await self._guard.job_caller(context)
         job = await self._jobs.get(require_id(request.job_id))
         check_read(caller, job)
-        return job_info(job, await self._hot.round(job.job_id), redact=not caller.owns(job))
+        return job_info(job, await self._hot.round(job.job_id), redact=not caller.owns(job),
+                        placement=self._placement(job))
 
     @rpc_errors
     async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext):
         caller = await self._guard.job_caller(context)
         jobs = [job for job in await self._jobs.list(request.include_finished) if caller.may_read(job)]
         states = await self._hot.rounds([job.job_id for job in jobs])
-        return pb.ListJobsResponse(jobs=[job_info(job, states.get(job.job_id), redact=not caller.owns(job))
-                                         for job in jobs])
+        return pb.ListJobsResponse(jobs=[job_info(job, states.get(job.job_id), redact=not caller.owns(job),
+                                                  placement=self._placement(job)) for job in jobs])
 
     @rpc_errors
     async def WatchJob(
@@ -162,7 +189,8 @@ class JobService(pb_grpc.JobServiceServicer):
         check_read(caller, job)
         redact = not caller.owns(job)
         with self._bus.subscribe(job.job_id) as events:
-            yield pb.JobEvent(kind="snapshot", job=job_info(job, await self._hot.round(job.job_id), redact=redact))
+            yield pb.JobEvent(kind="snapshot", job=job_info(job, await self._hot.round(job.job_id), redact=redact,
+                                                            placement=self._placement(job)))
             while not job.finished:
                 try:
                     batch = [await asyncio.wait_for(events.get(), 30)]
@@ -172,7 +200,9 @@ class JobService(pb_grpc.JobServiceServicer):
                     batch.append(events.get_nowait())
                 job = await self._jobs.get(job.job_id)
                 state = await self._hot.round(job.job_id)
-                info, current = job_info(job, state, redact=redact), round_info(state)
+                info = job_info(job, state, redact=redact, placement=self._placement(job))
+                current = round_info(state)
                 for event in batch:
+                    recovery = fabric_recovery(job.job_id, event.detail) if event.detail is not None else None
                     yield pb.JobEvent(kind=event.kind, job=info, round=current, client_id=event.client_id,
-                                      at_unix=event.at)
+                                      at_unix=event.at, recovery=recovery)

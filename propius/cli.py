@@ -33,10 +33,12 @@ from rich.table import Table
 from rich.text import Text
 
 from policies import PolicyOptionError, UnknownPolicyError
+from policies.placement.registry import UnknownPlacementError
 from propius.auth_cli import audit_app, devices_app, keys_app, with_api_key
 from propius.channels import sync_channel
 from propius.config import DEFAULT_POLICY, ChannelSecurity, Settings
 from propius.explain import Eligibility, eligibility, explain, round_failure, waiting_for
+from propius.fabric_cli import fabric_app
 from propius.flower.cli import app as flower_app
 from propius.logs import LogFormat, setup_logging
 from propius.proto import propius_pb2 as pb
@@ -112,6 +114,7 @@ app.add_typer(certs_app, name="certs")
 app.add_typer(keys_app, name="keys")
 app.add_typer(devices_app, name="devices")
 app.add_typer(audit_app, name="audit")
+app.add_typer(fabric_app, name="fabric")
 jobs_app = typer.Typer(help="List jobs; `propius jobs explain JOB_ID` says what one waits for.",
                        invoke_without_command=True)
 app.add_typer(jobs_app, name="jobs")
@@ -299,7 +302,7 @@ def up(
 
         with embedded_redis(data_dir) as url:
             _run_plane(settings.model_copy(update={"redis_url": url}))
-    except (UnknownPolicyError, PolicyOptionError) as error:
+    except (UnknownPolicyError, UnknownPlacementError, PolicyOptionError) as error:
         raise CliError(str(error), "`propius up --help` lists the options", code=2) from None
 
 
@@ -451,14 +454,25 @@ def jobs(ctx: typer.Context, server: Server = DEFAULT_SERVER,
     with _rpc(server, security) as channel:
         reply = pb_grpc.JobServiceStub(channel).ListJobs(pb.ListJobsRequest(include_finished=all_jobs),
                                                          timeout=_RPC_TIMEOUT_S)
-    table = Table("job id", "name", "owner", "state", "rounds", "round state", "bound", "results")
+    table = Table("job id", "name", "owner", "state", "rounds", "round state", "bound", "results", "cloud")
     for job in reply.jobs:
         current = job.current_round
         total = job.rounds_total or "∞"
         table.add_row(job.job_id, job.name, job.owner, _JOB_STATES[job.state], f"{job.rounds_done}/{total}",
                       _ROUND_STATES[current.state], f"{current.bound}/{current.target}",
-                      f"{current.results}/{current.demand}")
+                      f"{current.results}/{current.demand}", Text(_cloud_column(job.placement)))
     console.print(table)
+
+
+def _cloud_column(placement: pb.JobPlacement) -> str:
+    """A job's cloud accelerators: how many on which racks, or why they wait; empty for an edge-only job."""
+    if not placement.requested:
+        return ""
+    if placement.accelerators:
+        return f"{len(placement.accelerators)} on {', '.join(placement.racks)}: {' '.join(placement.accelerators)}"
+    if placement.waiting_reason:
+        return f"{placement.requested} waiting: {placement.waiting_reason}"
+    return f"{placement.requested} released"
 
 
 @jobs_app.command("explain")

@@ -112,6 +112,14 @@ class Settings(BaseSettings):
     audit_max_rows: int = Field(default=1_000_000, ge=100, description="audit log rows kept (oldest dropped)")
     audit_retention_s: float = Field(default=90 * 86400.0, gt=0, description="audit log rows older are dropped")
 
+    # --- the cloud fabric (docs/fabric.md) ---
+    placement: str = Field(default="rail-aligned", description="placement of jobs' cloud requests: an entry point "
+                           "of propius.placement (rail-aligned, torus, first-fit)")
+    placement_options: dict[str, JsonValue] = Field(default_factory=dict, description="the placement's "
+                                                    "constructor options, e.g. {\"fragmented\": false} for torus")
+    fabric_max_waiting: int = Field(default=1000, ge=1, description="cloud requests waiting for accelerators; "
+                                    "a registration beyond it: RESOURCE_EXHAUSTED")
+
     # --- scale-out (Redis Cluster, several control-plane shards) ---
     shard_ttl_s: float = Field(default=10.0, gt=0, description="a control-plane shard that has not renewed its "
                                "liveness this long is dead: another shard takes over its open rounds")

@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, ValidationError, model_validator
 
+from propius.fabric.request import CloudRequest
+
 __all__ = [
     "MAX_NUM_SAMPLES",
     "AttributeValue",
@@ -179,6 +181,11 @@ class JobSpec(_Strict):
         default="fedavg",
         description="fedavg: the data plane folds updates into their weighted mean; collect: it hands every "
         "accepted update back whole, for a job whose own server aggregates (a Flower ServerApp)",
+    )
+    cloud: CloudRequest | None = Field(
+        default=None,
+        description="accelerators of the cloud fabric for the job (its aggregation tier or training), placed by the "
+        "control plane's placement plug-in when the job registers (docs/fabric.md)",
     )
 
     @model_validator(mode="after")

@@ -102,7 +102,7 @@ class RoundInfo(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RoundState, str]] = ..., demand: _Optional[int] = ..., target: _Optional[int] = ..., bound: _Optional[int] = ..., results: _Optional[int] = ..., deadline_unix: _Optional[float] = ..., started_unix: _Optional[float] = ..., closed_unix: _Optional[float] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "name", "owner", "state", "rounds_done", "rounds_total", "current_round", "spec_json", "created_unix", "finished_unix", "trace_dir")
+    __slots__ = ("job_id", "name", "owner", "state", "rounds_done", "rounds_total", "current_round", "spec_json", "created_unix", "finished_unix", "trace_dir", "placement")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -114,6 +114,7 @@ class JobInfo(_message.Message):
     CREATED_UNIX_FIELD_NUMBER: _ClassVar[int]
     FINISHED_UNIX_FIELD_NUMBER: _ClassVar[int]
     TRACE_DIR_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     owner: str
@@ -125,7 +126,51 @@ class JobInfo(_message.Message):
     created_unix: float
     finished_unix: float
     trace_dir: str
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., rounds_done: _Optional[int] = ..., rounds_total: _Optional[int] = ..., current_round: _Optional[_Union[RoundInfo, _Mapping]] = ..., spec_json: _Optional[str] = ..., created_unix: _Optional[float] = ..., finished_unix: _Optional[float] = ..., trace_dir: _Optional[str] = ...) -> None: ...
+    placement: JobPlacement
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., rounds_done: _Optional[int] = ..., rounds_total: _Optional[int] = ..., current_round: _Optional[_Union[RoundInfo, _Mapping]] = ..., spec_json: _Optional[str] = ..., created_unix: _Optional[float] = ..., finished_unix: _Optional[float] = ..., trace_dir: _Optional[str] = ..., placement: _Optional[_Union[JobPlacement, _Mapping]] = ...) -> None: ...
+
+class JobPlacement(_message.Message):
+    __slots__ = ("job_id", "requested", "accelerators", "racks", "how", "waiting_reason", "waiting_since_unix")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    ACCELERATORS_FIELD_NUMBER: _ClassVar[int]
+    RACKS_FIELD_NUMBER: _ClassVar[int]
+    HOW_FIELD_NUMBER: _ClassVar[int]
+    WAITING_REASON_FIELD_NUMBER: _ClassVar[int]
+    WAITING_SINCE_UNIX_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    requested: int
+    accelerators: _containers.RepeatedScalarFieldContainer[str]
+    racks: _containers.RepeatedScalarFieldContainer[str]
+    how: str
+    waiting_reason: str
+    waiting_since_unix: float
+    def __init__(self, job_id: _Optional[str] = ..., requested: _Optional[int] = ..., accelerators: _Optional[_Iterable[str]] = ..., racks: _Optional[_Iterable[str]] = ..., how: _Optional[str] = ..., waiting_reason: _Optional[str] = ..., waiting_since_unix: _Optional[float] = ...) -> None: ...
+
+class FabricRecovery(_message.Message):
+    __slots__ = ("kind", "job_id", "failed", "spare", "components", "time_s", "throughput")
+    class ComponentsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    SPARE_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    TIME_S_FIELD_NUMBER: _ClassVar[int]
+    THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    job_id: str
+    failed: str
+    spare: str
+    components: _containers.ScalarMap[str, float]
+    time_s: float
+    throughput: float
+    def __init__(self, kind: _Optional[str] = ..., job_id: _Optional[str] = ..., failed: _Optional[str] = ..., spare: _Optional[str] = ..., components: _Optional[_Mapping[str, float]] = ..., time_s: _Optional[float] = ..., throughput: _Optional[float] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id",)
@@ -146,18 +191,20 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobInfo, _Mapping]]] = ...) -> None: ...
 
 class JobEvent(_message.Message):
-    __slots__ = ("kind", "job", "round", "client_id", "at_unix")
+    __slots__ = ("kind", "job", "round", "client_id", "at_unix", "recovery")
     KIND_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     AT_UNIX_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_FIELD_NUMBER: _ClassVar[int]
     kind: str
     job: JobInfo
     round: RoundInfo
     client_id: str
     at_unix: float
-    def __init__(self, kind: _Optional[str] = ..., job: _Optional[_Union[JobInfo, _Mapping]] = ..., round: _Optional[_Union[RoundInfo, _Mapping]] = ..., client_id: _Optional[str] = ..., at_unix: _Optional[float] = ...) -> None: ...
+    recovery: FabricRecovery
+    def __init__(self, kind: _Optional[str] = ..., job: _Optional[_Union[JobInfo, _Mapping]] = ..., round: _Optional[_Union[RoundInfo, _Mapping]] = ..., client_id: _Optional[str] = ..., at_unix: _Optional[float] = ..., recovery: _Optional[_Union[FabricRecovery, _Mapping]] = ...) -> None: ...
 
 class ClientProfile(_message.Message):
     __slots__ = ("client_id", "device_class", "numeric", "labels")
@@ -495,3 +542,45 @@ class AggregateChunk(_message.Message):
     total_size: int
     data: bytes
     def __init__(self, round: _Optional[_Union[RoundInfo, _Mapping]] = ..., metrics_json: _Optional[str] = ..., total_size: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class LoadFabricRequest(_message.Message):
+    __slots__ = ("fabric_json",)
+    FABRIC_JSON_FIELD_NUMBER: _ClassVar[int]
+    fabric_json: str
+    def __init__(self, fabric_json: _Optional[str] = ...) -> None: ...
+
+class FabricChange(_message.Message):
+    __slots__ = ("version", "placed_jobs", "recovery")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    PLACED_JOBS_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    placed_jobs: _containers.RepeatedScalarFieldContainer[str]
+    recovery: FabricRecovery
+    def __init__(self, version: _Optional[int] = ..., placed_jobs: _Optional[_Iterable[str]] = ..., recovery: _Optional[_Union[FabricRecovery, _Mapping]] = ...) -> None: ...
+
+class GetFabricRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class FabricInfo(_message.Message):
+    __slots__ = ("version", "fabric_json", "state_json", "waiting", "placement")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FABRIC_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    fabric_json: str
+    state_json: str
+    waiting: _containers.RepeatedCompositeFieldContainer[JobPlacement]
+    placement: str
+    def __init__(self, version: _Optional[int] = ..., fabric_json: _Optional[str] = ..., state_json: _Optional[str] = ..., waiting: _Optional[_Iterable[_Union[JobPlacement, _Mapping]]] = ..., placement: _Optional[str] = ...) -> None: ...
+
+class AcceleratorRequest(_message.Message):
+    __slots__ = ("accelerator", "spare")
+    ACCELERATOR_FIELD_NUMBER: _ClassVar[int]
+    SPARE_FIELD_NUMBER: _ClassVar[int]
+    accelerator: str
+    spare: bool
+    def __init__(self, accelerator: _Optional[str] = ..., spare: bool = ...) -> None: ...

@@ -25,6 +25,211 @@ if _version_not_supported:
     )
 
 
+class FabricServiceStub(object):
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.LoadFabric = channel.unary_unary(
+                '/propius.v1.FabricService/LoadFabric',
+                request_serializer=propius_dot_proto_dot_propius__pb2.LoadFabricRequest.SerializeToString,
+                response_deserializer=propius_dot_proto_dot_propius__pb2.FabricChange.FromString,
+                _registered_method=True)
+        self.GetFabric = channel.unary_unary(
+                '/propius.v1.FabricService/GetFabric',
+                request_serializer=propius_dot_proto_dot_propius__pb2.GetFabricRequest.SerializeToString,
+                response_deserializer=propius_dot_proto_dot_propius__pb2.FabricInfo.FromString,
+                _registered_method=True)
+        self.FailAccelerator = channel.unary_unary(
+                '/propius.v1.FabricService/FailAccelerator',
+                request_serializer=propius_dot_proto_dot_propius__pb2.AcceleratorRequest.SerializeToString,
+                response_deserializer=propius_dot_proto_dot_propius__pb2.FabricChange.FromString,
+                _registered_method=True)
+        self.RepairAccelerator = channel.unary_unary(
+                '/propius.v1.FabricService/RepairAccelerator',
+                request_serializer=propius_dot_proto_dot_propius__pb2.AcceleratorRequest.SerializeToString,
+                response_deserializer=propius_dot_proto_dot_propius__pb2.FabricChange.FromString,
+                _registered_method=True)
+
+
+class FabricServiceServicer(object):
+    """Missing associated documentation comment in .proto file."""
+
+    def LoadFabric(self, request, context):
+        """admin
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetFabric(self, request, context):
+        """read
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FailAccelerator(self, request, context):
+        """admin
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RepairAccelerator(self, request, context):
+        """admin
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_FabricServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'LoadFabric': grpc.unary_unary_rpc_method_handler(
+                    servicer.LoadFabric,
+                    request_deserializer=propius_dot_proto_dot_propius__pb2.LoadFabricRequest.FromString,
+                    response_serializer=propius_dot_proto_dot_propius__pb2.FabricChange.SerializeToString,
+            ),
+            'GetFabric': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetFabric,
+                    request_deserializer=propius_dot_proto_dot_propius__pb2.GetFabricRequest.FromString,
+                    response_serializer=propius_dot_proto_dot_propius__pb2.FabricInfo.SerializeToString,
+            ),
+            'FailAccelerator': grpc.unary_unary_rpc_method_handler(
+                    servicer.FailAccelerator,
+                    request_deserializer=propius_dot_proto_dot_propius__pb2.AcceleratorRequest.FromString,
+                    response_serializer=propius_dot_proto_dot_propius__pb2.FabricChange.SerializeToString,
+            ),
+            'RepairAccelerator': grpc.unary_unary_rpc_method_handler(
+                    servicer.RepairAccelerator,
+                    request_deserializer=propius_dot_proto_dot_propius__pb2.AcceleratorRequest.FromString,
+                    response_serializer=propius_dot_proto_dot_propius__pb2.FabricChange.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'propius.v1.FabricService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('propius.v1.FabricService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class FabricService(object):
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def LoadFabric(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/propius.v1.FabricService/LoadFabric',
+            propius_dot_proto_dot_propius__pb2.LoadFabricRequest.SerializeToString,
+            propius_dot_proto_dot_propius__pb2.FabricChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetFabric(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/propius.v1.FabricService/GetFabric',
+            propius_dot_proto_dot_propius__pb2.GetFabricRequest.SerializeToString,
+            propius_dot_proto_dot_propius__pb2.FabricInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FailAccelerator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/propius.v1.FabricService/FailAccelerator',
+            propius_dot_proto_dot_propius__pb2.AcceleratorRequest.SerializeToString,
+            propius_dot_proto_dot_propius__pb2.FabricChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RepairAccelerator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/propius.v1.FabricService/RepairAccelerator',
+            propius_dot_proto_dot_propius__pb2.AcceleratorRequest.SerializeToString,
+            propius_dot_proto_dot_propius__pb2.FabricChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class JobServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 

@@ -49,7 +49,12 @@ METHODS: dict[str, MethodDescriptor] = {method.full_name: method for service in 
 FORBIDDEN = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
 MAY_HAVE_WRITTEN = {grpc.StatusCode.OK, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 TABLES = ("jobs", "rounds", "bindings", "events", "trace_events", "api_keys", "enrolment_tokens",
-          "device_credentials")
+          "device_credentials", "fabric_meta", "fabric_states", "fabric_allocations", "fabric_pending")
+# a valid fabric (one host, two accelerators) and one of its accelerators, so fabric calls get past validation
+FABRIC_JSON = json.dumps({
+    "sites": [{"id": "dc"}], "racks": [{"id": "r0", "site": "dc"}],
+    "hosts": [{"id": "h0", "rack": "r0", "srg": {"power": "p", "board": "b", "tor": "t"}}],
+    "accelerators": [{"id": f"h0-g{i}", "host": "h0", "index": i, "domain": "h0"} for i in range(2)]})
 OWNER = "fuzz-owner"
 
 
@@ -163,6 +168,7 @@ def _hostile_strings(live: Live) -> st.SearchStrategy[str]:
             "", "\x00", "a\x00b", "x" * 300, valid_spec, valid_spec.replace('"demand":1', '"demand":NaN'),
             json.dumps({"name": "fz", "demand": 1, "rounds": 2**63}), '{"loss": 0.5}', '{"loss": Infinity}',
             "[" * 50_000, "[" * 3000 + "]" * 3000, "not json", f"{live.job_id}.0.0.x", f"{live.job_id}.9.9.9.9",
+            FABRIC_JSON, "h0-g1", JobSpec.parse({"name": "fz", "demand": 1, "cloud": {"count": 1}}).to_json(),
         ]),
         st.text(max_size=24),
     )
