@@ -19,7 +19,8 @@ from propius.fabric.state import Allocation
 
 RAILS = rail_cluster(4, 4, rail_kind="ocs", hosts_per_rack=2)
 TORUS = torus_racks(1, 4, 4, 2, fibres=8)
-SMALL = load_fabric(Path(__file__).resolve().parents[2] / "propius/examples/fabric-small.yaml")  # declares an allocation and a spare itself
+# declares an allocation and a spare itself
+SMALL = load_fabric(Path(__file__).resolve().parents[2] / "propius/examples/fabric-small.yaml")
 
 
 def everything(state: FabricState) -> dict[str, Any]:
