@@ -79,6 +79,9 @@ class Configuration:
 
 @dataclass(frozen=True)
 class Plan:
+    """A job's phases as run (``steps``), the configurations they need and which one each step runs under
+    (``config_of``); its predictions are deterministic (no jitter)."""
+
     job: str
     ranks: tuple[str, ...]
     reconfig_s: float
@@ -87,6 +90,7 @@ class Plan:
     configs: tuple[Configuration, ...]
     config_of: tuple[int, ...]
     merged: bool
+    hosts: int = 0
 
     def _circuit_steps(self) -> list[int]:
         return [i for i, step in enumerate(self.steps) if step.circuits]
@@ -128,8 +132,7 @@ class Plan:
 
     def render(self, ideal: Plan | None = None) -> str:
         """A readable plan: configurations, their phases and circuits per rail, the predicted cost."""
-        hosts = len({r.rsplit("-a", 1)[0] for r in self.ranks})
-        lines = [f"plan for job {self.job!r}: {len(self.ranks)} ranks on {hosts} hosts, reconfiguration "
+        lines = [f"plan for job {self.job!r}: {len(self.ranks)} ranks on {self.hosts} hosts, reconfiguration "
                  f"{self.reconfig_s * 1e3:g} ms, controller round trip {2 * self.control_s * 1e3:g} ms",
                  f"{len(self.steps)} phases per iteration -> {len(self.configs)} configuration(s), "
                  f"{self.reconfigurations()} reconfiguration(s) per iteration"
@@ -182,7 +185,8 @@ def plan_job(state: FabricState, allocation: Allocation, phases: Sequence[Phase]
     for phase in phases:
         steps.extend(router.steps(phase, reconfig_s + 2 * control_s))
     configs, config_of = _configure(steps, merge)
-    return Plan(job, allocation.accelerators, reconfig_s, control_s, tuple(steps), configs, config_of, merge)
+    hosts = len({state.accelerators[a].host for a in allocation.accelerators})
+    return Plan(job, allocation.accelerators, reconfig_s, control_s, tuple(steps), configs, config_of, merge, hosts)
 
 
 def _configure(steps: list[Step], merge: bool) -> tuple[tuple[Configuration, ...], tuple[int, ...]]:
