@@ -25,6 +25,7 @@ from propius.config import ChannelSecurity
 from propius.fabric.model import AcceleratorState, FabricError, load_fabric, parse_fabric
 from propius.fabric.snapshot import FabricSnapshot, restore
 from propius.fabric.state import FabricState
+from propius.fabric_plan_cli import plan_command
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.tls_cli import tls_options
@@ -161,3 +162,5 @@ def fabric_repair(accelerator: Annotated[str, typer.Argument(help="the repaired 
                                        timeout=_TIMEOUT_S)
     console.print(f"{accelerator} repaired ({'spare' if spare else 'free'})")
     _print_change(reply)
+
+fabric_app.command("plan")(plan_command)

@@ -215,6 +215,21 @@ class FabricState:
         self._allocations[job] = updated
         return updated
 
+    def reconfigure(self, job: str, ocs: Iterable[OcsCircuit]) -> Allocation:
+        """Replace the job's OCS circuits by ``ocs`` (a phase change of Opus). Checked like an allocation:
+        only the job's own ports, each sending and receiving at most once; a refusal changes nothing."""
+        allocation = self._allocation(job)
+        updated = replace(allocation, ocs=tuple(ocs))
+        self._remove_circuits(replace(allocation, fibre=()))
+        try:
+            self._check(job, replace(updated, fibre=()), owned=set(allocation.accelerators), replacing=True)
+        except FabricError:
+            self._add_circuits(job, replace(allocation, fibre=()))
+            raise
+        self._add_circuits(job, replace(updated, fibre=()))
+        self._allocations[job] = updated
+        return updated
+
     # ---- internals ----
     def _known(self, acc: str) -> None:
         if acc not in self._state:
