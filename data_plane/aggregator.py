@@ -58,7 +58,7 @@ class RoundAggregator(RoundUpdates[tuple[dict[str, np.ndarray], dict[str, float]
     async def _commit(self, client_id: str, prepared: tuple[dict[str, np.ndarray], dict[str, float]],
                       weight: float) -> None:
         tensors, metrics = prepared
-        relative, factor = await asyncio.to_thread(self._sum.fold, tensors, weight)
+        relative, factor = await asyncio.to_thread(self._fold, tensors, weight)
         if factor != 1.0:
             self._metric_sums = {name: value * factor for name, value in self._metric_sums.items()}
             self._metric_weights = {name: value * factor for name, value in self._metric_weights.items()}
@@ -66,6 +66,9 @@ class RoundAggregator(RoundUpdates[tuple[dict[str, np.ndarray], dict[str, float]
             self._metric_sums[name] = self._metric_sums.get(name, 0.0) + relative * value
             self._metric_weights[name] = self._metric_weights.get(name, 0.0) + relative
         self._results += 1
+
+    def _fold(self, tensors: dict[str, np.ndarray], weight: float) -> tuple[float, float]:
+        return self._sum.fold(tensors, weight)
 
     async def finalize(self) -> Aggregate:
         """Close the round and return the weighted mean; later calls return the same Aggregate.
