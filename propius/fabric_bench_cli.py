@@ -14,7 +14,7 @@ import shlex
 import statistics
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import typer
@@ -22,14 +22,12 @@ from rich.console import Console
 from rich.table import Table
 
 from data_plane.collectives.cost import LinkCost
-from data_plane.collectives.tier import LOOPBACK, MAX_SHARDS, MAX_UPDATE_BYTES, Mode, TierError, TierRun, run_tier
 from data_plane.tensors import encode
 from propius.fabric.model import Fabric, FabricError, load_fabric
 from propius.specs import JobSpec
-from propius.trace.check import check_data_point
-from propius.trace.datapoint import load_data_point
-from propius.trace.metrics import compute_metrics
-from propius.trace.tier_export import export_tier_run
+
+if TYPE_CHECKING:
+    from data_plane.collectives.tier import Mode, TierRun
 
 __all__ = ["aggregate_bench", "app", "fabric_link", "synthetic_cohorts"]
 
@@ -105,6 +103,13 @@ def aggregate_bench(
     timeout_s: Annotated[float, typer.Option(help="bound on the whole run")] = 300.0,
 ) -> None:
     """Run the sharded aggregation tier per algorithm and write a CCL-Bench data point of the run."""
+    # Imported here: the tier and the trace export pull in Redis and SQL clients, which `propius --help` needs not.
+    from data_plane.collectives.tier import LOOPBACK, MAX_SHARDS, MAX_UPDATE_BYTES, TierError, run_tier
+    from propius.trace.check import check_data_point
+    from propius.trace.datapoint import load_data_point
+    from propius.trace.metrics import compute_metrics
+    from propius.trace.tier_export import export_tier_run
+
     if dtype not in ("float32", "float64"):
         raise typer.BadParameter("float32 or float64", param_hint="--dtype")
     itemsize = 4 if dtype == "float32" else 8

@@ -7,8 +7,8 @@ then add their partial sums and weights with the algorithm the :class:`Selector`
 by a :class:`StragglerTracker` of the shards' arrivals (:mod:`data_plane.collectives.tier_worker`).
 
 The result is the single-process aggregate: bit-identical when every step of the arithmetic is exact
-(integer-valued updates, each shard's largest weight a power of two, sums below 2**53): then each shard's
-sums in the common unit are exact, and so is their sum in any order. Otherwise the two round
+(integer-valued updates, power-of-two weights, sums below 2**53): then each shard's sums in the common
+unit are exact, and so is their sum in any order. Otherwise the two round
 differently, each within ``(K + n)·eps64`` of the exact weighted sum (``K`` updates, ``n`` shards) relative
 to ``Σ w·|x| / Σ w``; after the cast to float32 they agree within one float32 rounding of that.
 
