@@ -25,6 +25,7 @@ from propius.config import ChannelSecurity
 from propius.fabric.model import AcceleratorState, FabricError, load_fabric, parse_fabric
 from propius.fabric.snapshot import FabricSnapshot, restore
 from propius.fabric.state import FabricState
+from propius.fabric_bench_cli import aggregate_bench
 from propius.fabric_plan_cli import plan_command
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
@@ -164,3 +165,4 @@ def fabric_repair(accelerator: Annotated[str, typer.Argument(help="the repaired 
     _print_change(reply)
 
 fabric_app.command("plan")(plan_command)
+fabric_app.command("aggregate-bench")(aggregate_bench)

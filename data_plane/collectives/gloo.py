@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ import numpy as np
 
 from data_plane.collectives.schedule import Op, Round, stragglar_schedule
 
-__all__ = ["launch"]
+__all__ = ["launch", "stragglar_allreduce"]
 
 
 def launch(n: int, numel: int, repeats: int, seed: int = 0, delay_factor: tuple[float, float] = (4.0, 6.0),
@@ -53,17 +54,22 @@ def launch(n: int, numel: int, repeats: int, seed: int = 0, delay_factor: tuple[
         return json.loads(out.read_text())
 
 
-def _play(rounds: tuple[Round, ...], rank: int, chunks: Any) -> None:
+def _play(rounds: tuple[Round, ...], rank: int, chunks: Any, peers: Sequence[int] | None = None) -> None:
+    """Play ``rounds`` as logical rank ``rank``; ``peers[logical]`` is the process-group rank of each logical
+    rank (default: the same)."""
     import torch.distributed as dist
+
+    def peer(logical: int) -> int:
+        return logical if peers is None else peers[logical]
 
     for transfers in rounds:
         send = [tr for tr in transfers if tr.src == rank]
         recv = [tr for tr in transfers if tr.dst == rank]
         if not send and not recv:
             continue
-        reqs = [dist.isend(chunks[tr.chunk].clone(), tr.dst) for tr in send]  # the round-start state
+        reqs = [dist.isend(chunks[tr.chunk].clone(), peer(tr.dst)) for tr in send]  # the round-start state
         incoming = [(tr, chunks[tr.chunk].new_empty(chunks.shape[1])) for tr in recv]
-        reqs += [dist.irecv(buf, tr.src) for tr, buf in incoming]
+        reqs += [dist.irecv(buf, peer(tr.src)) for tr, buf in incoming]
         for req in reqs:
             req.wait()
         for tr, buf in incoming:
@@ -71,6 +77,25 @@ def _play(rounds: tuple[Round, ...], rank: int, chunks: Any) -> None:
                 chunks[tr.chunk] += buf
             else:
                 chunks[tr.chunk].copy_(buf)
+
+
+def stragglar_allreduce(x: Any, peers: Sequence[int], me: int) -> Any:
+    """The sum of every process's ``x`` (a 1-D tensor) by the StragglAR schedule over the process-group ranks
+    ``peers`` in logical order, the expected straggler last (:meth:`Selector.form_group`); ``me`` is this
+    process's rank. A ready rank starts the ReduceScatter at once; the straggler joins at the completion."""
+    import torch
+
+    n = len(peers)
+    logical = list(peers).index(me)
+    schedule = stragglar_schedule(n)
+    width = -(-x.numel() // (n - 1))
+    buf = torch.zeros((n - 1) * width, dtype=x.dtype, device=x.device)
+    buf[: x.numel()] = x
+    chunks = buf.view(n - 1, width)
+    if logical != schedule.straggler:
+        _play(schedule.prephase, logical, chunks, peers)
+    _play(schedule.completion, logical, chunks, peers)
+    return buf[: x.numel()]
 
 
 def _stragglar(x: Any, rank: int, n: int, delay_s: float, prephase_only: bool = False) -> tuple[Any, float]:

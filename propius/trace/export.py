@@ -34,6 +34,7 @@ __all__ = [
     "data_point_exporter",
     "export_job",
     "read_only_sqlite_url",
+    "replace_data_point",
     "recorded_policy",
     "try_export_job",
 ]
@@ -57,7 +58,7 @@ def recorded_policy(store: Store, job_id: str) -> str | None:
     return policy if isinstance(policy, str) and policy else None
 
 
-def _replace(built: Path, target: Path) -> None:
+def replace_data_point(built: Path, target: Path) -> None:
     """Move ``built`` to ``target``; an existing target is replaced only if it is a data point of that name."""
     if target.exists():
         if not (target / card_file(target.name)).is_file() and any(target.iterdir()):
@@ -107,7 +108,7 @@ def export_job(
         script.write_text(run_script(spec, job_id, launch_command))
         script.chmod(0o755)
         built.chmod(0o755)
-        _replace(built, out_dir / name)
+        replace_data_point(built, out_dir / name)
     except BaseException:
         shutil.rmtree(built, ignore_errors=True)
         raise
