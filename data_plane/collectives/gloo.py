@@ -4,6 +4,9 @@
 :func:`launch` starts ``n`` fresh interpreters (``python -m data_plane.collectives.gloo``) that meet over a
 file store and talk over loopback; rank 0 writes the measurements as JSON, which :func:`launch` reads back
 (no pickles cross processes). torch is imported only inside the worker, since it is an optional extra.
+The ready ranks' ReduceScatter runs while the straggler sleeps, so only the completion rounds are exposed;
+timed repeats interleave StragglAR and ``all_reduce``, alternating which goes first, so a shared machine's
+slow spells hit both alike.
 
 Inputs are integer-valued float64, so every summation order gives the exact sum and StragglAR's result
 must equal ``all_reduce``'s bit for bit. A float32 run with Gaussian inputs checks the other case: the two

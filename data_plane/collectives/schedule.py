@@ -175,11 +175,12 @@ def _circulant(n: int) -> tuple[Round, ...]:
 
 def _searched(n: int) -> tuple[Round, ...]:
     """Completion rounds for other ``n``: a randomised depth-first search over rounds (seeded, so the same
-    every run), aiming at the bound first, then one round more at a time. Each round is built greedily
-    (chunks with the fewest holders first; senders holding the fewest chunks in flight first; receivers
-    that will not hold two chunks in flight first, and never a young chunk to the next swap partner);
-    a branch is cut when a chunk can no longer reach every rank by doubling, or when more receive slots
-    went unused than the target leaves spare (:func:`_spare_receives`)."""
+    every run), aiming at the bound first, then one round more at a time. Each round is built greedily:
+    chunks with the fewest holders first; senders holding the fewest chunks in flight first; a young chunk
+    to a rank that would otherwise have nothing left to send, and not to the next swap partner (variant 0)
+    or the next ``ceil(log2 n) - 1`` (variant 1), which could not pass it on in their swap round. A branch
+    is cut when a chunk can no longer reach every rank by doubling, or when more receive slots went unused
+    than the target leaves spare (:func:`_spare_receives`)."""
     target = round_bound(n)
     while True:
         for variant in (0, 1):
