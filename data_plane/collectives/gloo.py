@@ -4,6 +4,9 @@
 :func:`launch` starts ``n`` fresh interpreters (``python -m data_plane.collectives.gloo``) that meet over a
 file store and talk over loopback; rank 0 writes the measurements as JSON, which :func:`launch` reads back
 (no pickles cross processes). torch is imported only inside the worker, since it is an optional extra.
+The ready ranks' ReduceScatter runs while the straggler sleeps, so only the completion rounds are exposed;
+timed repeats interleave StragglAR and ``all_reduce``, alternating which goes first, so a shared machine's
+slow spells hit both alike.
 
 Inputs are integer-valued float64, so every summation order gives the exact sum and StragglAR's result
 must equal ``all_reduce``'s bit for bit. A float32 run with Gaussian inputs checks the other case: the two
@@ -54,29 +57,48 @@ def launch(n: int, numel: int, repeats: int, seed: int = 0, delay_factor: tuple[
         return json.loads(out.read_text())
 
 
-def _play(rounds: tuple[Round, ...], rank: int, chunks: Any, peers: Sequence[int] | None = None) -> None:
-    """Play ``rounds`` as logical rank ``rank``; ``peers[logical]`` is the process-group rank of each logical
-    rank (default: the same)."""
-    import torch.distributed as dist
+class _Player:
+    """One rank's part of a schedule over a preallocated ``(n-1, width)`` buffer, built once and replayed.
 
-    def peer(logical: int) -> int:
-        return logical if peers is None else peers[logical]
+    Per round the rank's sends (views of its chunks: a round reads the state at its start) and its one
+    receive go out as one ``batch_isend_irecv``; a copy lands straight in its chunk unless that chunk is also
+    being sent this round, a reduce lands in a scratch row and is added after the round's wait. Rounds the
+    rank sits out are skipped. Nothing is allocated while playing."""
 
-    for transfers in rounds:
-        send = [tr for tr in transfers if tr.src == rank]
-        recv = [tr for tr in transfers if tr.dst == rank]
-        if not send and not recv:
-            continue
-        reqs = [dist.isend(chunks[tr.chunk].clone(), peer(tr.dst)) for tr in send]  # the round-start state
-        incoming = [(tr, chunks[tr.chunk].new_empty(chunks.shape[1])) for tr in recv]
-        reqs += [dist.irecv(buf, peer(tr.src)) for tr, buf in incoming]
-        for req in reqs:
-            req.wait()
-        for tr, buf in incoming:
-            if tr.op is Op.REDUCE:
-                chunks[tr.chunk] += buf
-            else:
-                chunks[tr.chunk].copy_(buf)
+    def __init__(self, rounds: tuple[Round, ...], rank: int, chunks: Any, peers: Sequence[int] | None = None) -> None:
+        import torch.distributed as dist
+
+        def peer(logical: int) -> int:  # the process-group rank of a logical rank (default: the same)
+            return logical if peers is None else peers[logical]
+
+        self.chunks = chunks
+        self.scratch = chunks.new_empty(chunks.shape[1])
+        self.steps: list[tuple[list[Any], tuple[Op, int] | None]] = []
+        for transfers in rounds:
+            sends = [tr for tr in transfers if tr.src == rank]
+            receives = [tr for tr in transfers if tr.dst == rank]
+            if not sends and not receives:
+                continue
+            ops = [dist.P2POp(dist.isend, chunks[tr.chunk], peer(tr.dst)) for tr in sends]
+            after = None
+            for tr in receives:  # at most one: check_schedule refuses a rank receiving twice in a round
+                direct = tr.op is Op.COPY and all(s.chunk != tr.chunk for s in sends)
+                ops.append(dist.P2POp(dist.irecv, chunks[tr.chunk] if direct else self.scratch, peer(tr.src)))
+                after = None if direct else (tr.op, tr.chunk)
+            self.steps.append((ops, after))
+
+    def play(self) -> None:
+        import torch.distributed as dist
+
+        for ops, after in self.steps:
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+            if after is not None:
+                op, chunk = after
+                if op is Op.REDUCE:
+                    self.chunks[chunk].add_(self.scratch)
+                else:
+                    self.chunks[chunk].copy_(self.scratch)
 
 
 def stragglar_allreduce(x: Any, peers: Sequence[int], me: int) -> Any:
@@ -93,40 +115,56 @@ def stragglar_allreduce(x: Any, peers: Sequence[int], me: int) -> Any:
     buf[: x.numel()] = x
     chunks = buf.view(n - 1, width)
     if logical != schedule.straggler:
-        _play(schedule.prephase, logical, chunks, peers)
-    _play(schedule.completion, logical, chunks, peers)
+        _Player(schedule.prephase, logical, chunks, peers).play()
+    _Player(schedule.completion, logical, chunks, peers).play()
     return buf[: x.numel()]
 
 
-def _stragglar(x: Any, rank: int, n: int, delay_s: float, prephase_only: bool = False) -> tuple[Any, float]:
-    """StragglAR AllReduce of ``x``; the last rank sleeps ``delay_s`` first. Returns (result, arrival time
-    of this rank at the collective)."""
-    import torch
+class _Stragglar:
+    """StragglAR AllReduce of ``numel`` elements of ``dtype`` on this rank, with its buffer and players built
+    once: the ready ranks' ReduceScatter (run while the straggler is late) and the completion rounds."""
 
-    schedule = stragglar_schedule(n)
-    width = -(-x.numel() // (n - 1))
-    buf = torch.zeros((n - 1) * width, dtype=x.dtype)
-    buf[: x.numel()] = x
-    chunks = buf.view(n - 1, width)
-    if rank == schedule.straggler:
-        time.sleep(delay_s)
-    arrival = time.perf_counter()
-    if rank != schedule.straggler:
-        _play(schedule.prephase, rank, chunks)
-    if not prephase_only:
-        _play(schedule.completion, rank, chunks)
-    return buf[: x.numel()], arrival
+    def __init__(self, rank: int, n: int, numel: int, dtype: Any) -> None:
+        import torch
+
+        self.rank, self.numel = rank, numel
+        self.schedule = stragglar_schedule(n)
+        width = -(-numel // (n - 1))
+        self.buf = torch.zeros((n - 1) * width, dtype=dtype)
+        chunks = self.buf.view(n - 1, width)
+        self.prephase = _Player(self.schedule.prephase, rank, chunks)
+        self.completion = _Player(self.schedule.completion, rank, chunks)
+
+    def load(self, x: Any) -> None:
+        self.buf[: self.numel].copy_(x)
+        self.buf[self.numel:].zero_()
+
+    def run(self, delay_s: float, prephase_only: bool = False) -> float:
+        """The AllReduce of the loaded input, in place; the straggler sleeps ``delay_s`` first. Returns this
+        rank's arrival time at the collective."""
+        if self.rank == self.schedule.straggler:
+            time.sleep(delay_s)
+        arrival = time.perf_counter()
+        if self.rank != self.schedule.straggler:
+            self.prephase.play()
+        if not prephase_only:
+            self.completion.play()
+        return arrival
+
+    @property
+    def result(self) -> Any:
+        return self.buf[: self.numel]
 
 
-def _allreduce(x: Any, rank: int, n: int, delay_s: float) -> tuple[Any, float]:
+def _allreduce(y: Any, rank: int, n: int, delay_s: float) -> float:
+    """gloo's own all_reduce of ``y`` in place; the last rank sleeps ``delay_s`` first. Returns the arrival."""
     import torch.distributed as dist
 
-    y = x.clone()
     if rank == n - 1:
         time.sleep(delay_s)
     arrival = time.perf_counter()
     dist.all_reduce(y)
-    return y, arrival
+    return arrival
 
 
 def _after_arrival(rank: int, n: int, arrival: float, finish: float) -> float:
@@ -150,36 +188,51 @@ def _worker(args: argparse.Namespace) -> None:
     rng = np.random.default_rng([args.seed, rank])
     x64 = torch.from_numpy(rng.integers(-(2**20), 2**20, args.numel).astype(np.float64))
     x32 = torch.from_numpy(rng.standard_normal(args.numel).astype(np.float32))
+    sar, y = _Stragglar(rank, n, args.numel, torch.float64), torch.empty_like(x64)
 
-    _stragglar(x64, rank, n, 0.0)  # warm-up: connections between every pair used
-    _allreduce(x64, rank, n, 0.0)
-    dist.barrier()
-    start = time.perf_counter()
-    _stragglar(x64, rank, n, 0.0, prephase_only=True)
-    t_rs = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+    for _ in range(2):  # warm-up: every pair's connection used, both paths run
+        sar.load(x64)
+        sar.run(0.0)
+        y.copy_(x64)
+        _allreduce(y, rank, n, 0.0)
+    samples = []
+    for _ in range(3):
+        sar.load(x64)
+        dist.barrier()
+        start = time.perf_counter()
+        sar.run(0.0, prephase_only=True)
+        samples.append(time.perf_counter() - start)
+    t_rs = torch.tensor([sorted(samples)[1]], dtype=torch.float64)
     dist.all_reduce(t_rs, op=dist.ReduceOp.MAX)
 
     factors = np.random.default_rng(args.seed).uniform(*args.delay_factor, args.repeats)
     runs = []
     identical = True
-    for factor in factors:
+    for i, factor in enumerate(factors):
         delay = float(factor) * float(t_rs)
         row = {"delay_s": delay}
-        for name, fn in (("stragglar", _stragglar), ("allreduce", _allreduce)):
-            dist.barrier()
-            result, arrival = fn(x64, rank, n, delay)
-            row[name] = _after_arrival(rank, n, arrival, time.perf_counter())
+        order = ("stragglar", "allreduce") if i % 2 == 0 else ("allreduce", "stragglar")  # interleaved
+        for name in order:
             if name == "stragglar":
-                mine = result
-        identical &= bool(torch.equal(mine, result))
+                sar.load(x64)
+                dist.barrier()
+                arrival = sar.run(delay)
+            else:
+                y.copy_(x64)
+                dist.barrier()
+                arrival = _allreduce(y, rank, n, delay)
+            row[name] = _after_arrival(rank, n, arrival, time.perf_counter())
+        identical &= bool(torch.equal(sar.result, y))
         runs.append(row)
 
-    sar32, _ = _stragglar(x32, rank, n, 0.0)
-    ar32, _ = _allreduce(x32, rank, n, 0.0)
+    sar32, ar32 = _Stragglar(rank, n, args.numel, torch.float32), x32.clone()
+    sar32.load(x32)
+    sar32.run(0.0)
+    _allreduce(ar32, rank, n, 0.0)
     magnitude = x32.abs().double()
     dist.all_reduce(magnitude)
     bound = (n - 1) * float(np.finfo(np.float32).eps) * magnitude
-    diff = (sar32.double() - ar32.double()).abs()
+    diff = (sar32.result.double() - ar32.double()).abs()
     flags = torch.tensor([float(identical), float(bool((diff <= bound).all())), float(diff.max()),
                           float((diff / magnitude.clamp_min(1e-30)).max())], dtype=torch.float64)
     summary = [torch.zeros(4, dtype=torch.float64) for _ in range(n)]

@@ -3,16 +3,30 @@
 While one member (the straggler, logical rank ``n-1``) is late, the ``n-1`` ready ranks ReduceScatter among
 themselves (a ring over ``n-1`` chunks, ``n-2`` rounds): ready rank ``i`` then holds chunk ``i`` summed over
 the ready ranks. Once the straggler arrives, the completion phase runs: in round ``t < n-1`` the straggler
-and rank ``t`` swap chunk ``t`` and both add, so chunk ``t`` is complete at two places; every complete chunk
-is then copied to the ranks that lack it, each holder feeding one non-holder per round, so its holders
-roughly double each round. The last chunk completes in round ``n-2``; about ``log2 n`` more rounds finish
-the copies, ``n - 2 + ceil(log2 n)`` rounds in all when every doubling fits (the paper's bound).
+and rank ``t`` swap chunk ``t`` and both add, so chunk ``t`` is finished (all ``n`` contributions) at both;
+finished chunks are then copied on until every rank holds all of them. The paper's bound for this phase is
+``n - 2 + ceil(log2 n)`` rounds (:func:`round_bound`): the last chunk is finished in round ``n-2`` and needs
+``log2 n - 1`` more rounds of doubling, with the straggler, idle by then, as one more sender.
 
-The completion rounds are synthesised greedily, round by round: the straggler swap of the round is fixed,
-then chunks are served in a priority order, each free holder sending to a free rank that lacks the chunk.
-Two orders are tried and the shorter schedule kept. A per-round greedy does not see that the last
-chunks' doublings need whole rounds of free ranks, so beyond ``n = 6`` it reaches the bound
-(:func:`round_bound`) only for some ``n``; :attr:`Schedule.completion_rounds` reports what was reached.
+For a power of two ``n = 2**L`` the bound leaves no slack: between the start-up and the last swap, every
+ready rank but the straggler's partner must send one chunk and receive one it lacks in every round. We build
+that schedule as a circulant. In round ``r``, ready rank ``x`` has age ``(r - x) mod (n-1)``; age 0 is the
+straggler's partner. Each age has a level (:func:`_levels`); the ranks of level ``k`` hold chunk ``r - k``
+as their one chunk in flight (finished, not yet everywhere), and level ``k`` has ``2**(k-1)`` ages. Level
+``L`` holds the oldest chunk, ``r - L``, and includes age 0. Every other level-``L`` rank pairs with one rank
+of a level ``k < L`` and the two trade what they hold: the lower rank gets ``r - L``, which reaches all
+``n-1`` ready ranks with this round (``2**(L-1)`` holders plus ``2**(L-1) - 1`` new), and the level-``L``
+rank gets ``r - k``, whose holders double, so both sit at level ``k+1`` next round. The level sequence over
+the ages says where each level-``L`` age goes next, so the pairing by age is the same in every round.
+Rounds before the start reference chunks ``r - k < 0``, which do not exist: those transfers are left out,
+and what remains is the doubling start-up. After the last swap the straggler sends the last chunk to the
+age-0 rank, and every transfer of a "chunk" past the last carries the last chunk instead, so it spreads to
+the union of the levels and arrives everywhere one round before it would by doubling alone.
+
+For other ``n`` such a circulant cannot exist (its holder counts do not add up to a multiple of ``n-1``),
+and the bound leaves a little slack (a few receive slots). :func:`_searched` finds those schedules with a
+seeded depth-first search over greedy rounds that keeps within the slack; it reaches the bound for many
+``n`` and one round over it for the rest (``python benchmarks/straggler.py`` lists them).
 
 A transfer either reduces (the receiver adds what it gets to its chunk) or copies (it overwrites its chunk);
 transfers of one round read the state at the round's start, so a swap is two reducing transfers.
@@ -22,11 +36,10 @@ transfers of one round read the state at the round's start, so a swap is two red
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
-
-import numpy as np
 
 __all__ = [
     "Op",
@@ -114,44 +127,174 @@ def stragglar_schedule(n: int) -> Schedule:
 
 @cache
 def _schedule(n: int) -> Schedule:
-    prephase = ring_reduce_scatter(n - 1)
-    candidates = (_completion(n, youngest_first) for youngest_first in (True, False))
-    return Schedule(n, prephase, min(candidates, key=len))
+    completion = _circulant(n) if n & (n - 1) == 0 else _searched(n)
+    return Schedule(n, ring_reduce_scatter(n - 1), completion)
 
 
-def _completion(n: int, youngest_first: bool) -> tuple[Round, ...]:
-    """Greedy completion rounds: chunks with the fewest holders first (ties: the later chunk first), or the
-    later chunk first outright; senders and receivers holding the fewest chunks first."""
-    chunks = n - 1
-    straggler = n - 1
-    held = np.zeros((n, chunks), dtype=bool)  # held[r, c]: rank r holds chunk c fully reduced
+def _levels(n: int) -> tuple[int, ...]:
+    """The level of each age for a power of two ``n = 2**L``: ``(L, 1, 2, ..., L)`` (the straggler's partner,
+    then its climb after the swap), then runs ``j, j+1, ..., L`` (a rank that picked up a level-``j-1`` chunk
+    climbing back to ``L``), ``2**(j-2)`` runs for each ``j = 2..L`` (one run of ``L`` is the first age).
+    Level ``k`` then holds ``2**(k-1)`` ages: ``n - 1`` in all."""
+    top = n.bit_length() - 1
+    if top == 1:
+        return (1,)
+    levels = [top, *range(1, top + 1)]
+    for j in range(2, top + 1):
+        for _ in range(2 ** (j - 2) - (j == top)):
+            levels += range(j, top + 1)
+    return tuple(levels)
+
+
+def _circulant(n: int) -> tuple[Round, ...]:
+    """Completion rounds for a power of two ``n``: ``n - 2 + log2 n`` rounds (see the module docstring)."""
+    ready, top = n - 1, n.bit_length() - 1
+    levels = _levels(n)
+    at = {k: [a for a in range(ready) if levels[a] == k] for k in range(1, top + 1)}
+    # a level-top age (not 0) picks up the chunk of level k when the next age is at level k + 1
+    picks = {k: [a for a in range(1, ready) if levels[a] == top and levels[(a + 1) % ready] == k + 1]
+             for k in range(1, top)}
+    pairs = [(k, young, old) for k in range(1, top) for young, old in zip(at[k], picks[k], strict=True)]
     rounds: list[Round] = []
-    t = 0
-    while not held.all():
-        transfers: list[Transfer] = []
-        sending = np.zeros(n, dtype=bool)
-        receiving = np.zeros(n, dtype=bool)
-        if t < chunks:
-            transfers += [Transfer(straggler, t, t, Op.REDUCE), Transfer(t, straggler, t, Op.REDUCE)]
-            sending[[t, straggler]] = receiving[[t, straggler]] = True
-        holders = held.sum(axis=0)
-        count = held.sum(axis=1)
-        active = [c for c in range(chunks) if 0 < holders[c] < n]
-        active.sort(key=lambda c: (holders[c] if youngest_first else 0, -c))  # noqa: B023 (used at once)
-        for c in active:
-            senders = np.flatnonzero(held[:, c] & ~sending)
-            takers = np.flatnonzero(~held[:, c] & ~receiving)
-            senders = senders[np.argsort(count[senders], kind="stable")]
-            takers = takers[np.argsort(count[takers], kind="stable")]
-            for src, dst in zip(senders.tolist(), takers.tolist(), strict=False):
-                transfers.append(Transfer(src, dst, c, Op.COPY))
-                sending[src] = receiving[dst] = True
-        for tr in transfers:  # a round reads the state at its start: a swap completes the chunk at both ends
-            if tr.op is Op.REDUCE or held[tr.src, tr.chunk]:
-                held[tr.dst, tr.chunk] = True
+    for r in range(ready + top - 1):
+        def rank(age: int) -> int:
+            return (r - age) % ready  # noqa: B023 (used within the round)
+
+        if r < ready:
+            transfers = [Transfer(n - 1, r, r, Op.REDUCE), Transfer(r, n - 1, r, Op.REDUCE)]
+        else:  # the straggler holds every chunk now: it seeds the last one at the age-0 rank
+            transfers = [Transfer(n - 1, rank(0), ready - 1)]
+        for k, young, old in pairs:
+            if r - k >= 0:  # chunks r - k >= n - 1 do not exist: the last chunk stands in for them
+                transfers.append(Transfer(rank(young), rank(old), min(r - k, ready - 1)))
+            if r - top >= 0:
+                transfers.append(Transfer(rank(old), rank(young), r - top))
         rounds.append(tuple(transfers))
-        t += 1
     return tuple(rounds)
+
+
+def _searched(n: int) -> tuple[Round, ...]:
+    """Completion rounds for other ``n``: a randomised depth-first search over rounds (seeded, so the same
+    every run), aiming at the bound first, then one round more at a time. Each round is built greedily:
+    chunks with the fewest holders first; senders holding the fewest chunks in flight first; a young chunk
+    to a rank that would otherwise have nothing left to send, and not to the next swap partner (variant 0)
+    or the next ``ceil(log2 n) - 1`` (variant 1), which could not pass it on in their swap round. A branch
+    is cut when a chunk can no longer reach every rank by doubling, or when more receive slots went unused
+    than the target leaves spare (:func:`_spare_receives`)."""
+    target = round_bound(n)
+    while True:
+        for variant in (0, 1):
+            found = _Search(n, target, variant).run()
+            if found is not None:
+                return found
+        target += 1
+
+
+def _spare_receives(n: int, rounds: int) -> int:
+    """Receive slots of ready ranks in ``rounds`` completion rounds, less the ``(n-1)(n-2)`` copies needed.
+    Round ``t`` has ``n - 2`` free ready ranks while the straggler swaps, ``n - 1`` after; and before round
+    ``log2 n`` at most ``2**t - 1`` ranks hold a finished chunk to send."""
+    ready = n - 1
+    top = math.ceil(math.log2(n))
+    slots = 0
+    for t in range(rounds):
+        free = ready - 1 if t < ready else ready
+        slots += min(free, 2**t - 1) if t < top else free
+    return slots - ready * (ready - 1)
+
+
+class _Search:
+    """One depth-first search for completion rounds of ``n`` ranks within ``target`` rounds."""
+
+    TRIES = 4  # distinct candidate rounds tried per node
+
+    def __init__(self, n: int, target: int, variant: int) -> None:
+        self.n, self.ready, self.target, self.variant = n, n - 1, target, variant
+        self.top = math.ceil(math.log2(n))
+        self.spare = _spare_receives(n, target)
+        self.rng = random.Random(n * 4 + variant)
+        self.budget = 2 * target  # nodes: where the bound is found, it takes little backtracking
+        self.rounds: list[list[tuple[int, int, int]]] = []
+
+    def run(self) -> tuple[Round, ...] | None:
+        if not self._descend(0, [0] * self.n, [0] * self.ready, 0):
+            return None
+        straggler = self.n - 1
+        return tuple(
+            tuple([Transfer(straggler, t, t, Op.REDUCE), Transfer(t, straggler, t, Op.REDUCE)] * (t < self.ready)
+                  + [Transfer(src, dst, c) for src, dst, c in copies])
+            for t, copies in enumerate(self.rounds))
+
+    def _descend(self, t: int, held: list[int], count: list[int], wasted: int) -> bool:
+        """``held[r]``: bitmask of the finished chunks rank ``r`` holds; ``count[c]``: ready ranks holding ``c``."""
+        if all(c == self.ready for c in count):
+            return True
+        self.budget -= 1
+        if t >= self.target or self.budget < 0 or not self._in_time(t, count):
+            return False
+        seen: set[tuple[tuple[int, int, int], ...]] = set()
+        for _ in range(self.TRIES):
+            copies = self._round(t, held, count)
+            key = tuple(sorted(copies))
+            if key in seen:
+                continue
+            seen.add(key)
+            free = self.ready - 1 if t < self.ready else self.ready
+            slots = min(free, 2**t - 1) if t < self.top else free
+            if wasted + slots - len(copies) > self.spare:
+                continue
+            after, counted = list(held), list(count)
+            for _src, dst, c in copies:
+                after[dst] |= 1 << c
+                counted[c] += 1
+            if t < self.ready:
+                after[t] |= 1 << t
+                after[self.n - 1] |= 1 << t
+                counted[t] += 1
+            self.rounds.append(copies)
+            if self._descend(t + 1, after, counted, wasted + slots - len(copies)):
+                return True
+            self.rounds.pop()
+        return False
+
+    def _in_time(self, t: int, count: list[int]) -> bool:
+        """Every finished chunk can still reach all ready ranks by doubling (the straggler helps after its swaps)."""
+        for c in range(min(t, self.ready)):
+            holders, r = count[c], t
+            while holders < self.ready and r < self.target:
+                holders = 2 * holders + (r >= self.ready)
+                r += 1
+            if holders < self.ready:
+                return False
+        return True
+
+    def _round(self, t: int, held: list[int], count: list[int]) -> list[tuple[int, int, int]]:
+        ready, straggler = self.ready, self.n - 1
+        busy_send = {t, straggler} if t < ready else set()
+        busy_recv = set(busy_send)
+        done = sum(1 << c for c in range(ready) if count[c] == ready)
+        active = [c for c in range(min(t, ready)) if count[c] < ready]
+        in_flight = [(held[r] & ~done).bit_count() for r in range(ready)]
+        # chunks most ranks hold finish soon; a rank holding no other chunk in flight would have nothing to send
+        big = sum(1 << c for c in active if 2 * count[c] > ready)
+        idle = [not held[r] & ~done & ~big for r in range(ready)]
+        active.sort(key=lambda c: (count[c], -c))
+        ahead = 2 if self.variant == 0 else self.top  # upcoming swap partners kept free of young chunks
+        copies: list[tuple[int, int, int]] = []
+        for c in active:
+            bit = 1 << c
+            senders = [r for r in range(self.n) if held[r] & bit and r not in busy_send]
+            takers = [r for r in range(ready) if not held[r] & bit and r not in busy_recv]
+            tie = [self.rng.random() for _ in range(self.n)]  # ties broken at random
+            senders.sort(key=lambda r: (in_flight[r] if r < ready else ready, tie[r]))  # noqa: B023
+            young = not big & bit
+            takers.sort(key=lambda r: (0 < r - t < ahead and young,  # noqa: B023 (used at once)
+                                       idle[r] != young, tie[r]))  # noqa: B023
+            for src, dst in zip(senders, takers, strict=False):
+                busy_send.add(src)
+                busy_recv.add(dst)
+                copies.append((src, dst, c))
+        return copies
 
 
 def check_schedule(schedule: Schedule) -> None:
