@@ -233,7 +233,8 @@ class ShardPools:
 
     @property
     def processes(self) -> int:
-        return sum(pool.n for pool in self._pools.values())
+        """Shard processes running (a broken pool's were stopped when it broke)."""
+        return sum(pool.n for pool in self._pools.values() if not pool.broken)
 
     def get(self, job_id: str) -> ShardPool | None:
         return self._pools.get(job_id)

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 
+import grpc
 import numpy as np
+import pytest
 
 from data_plane.collectives.cost import LinkCost
 from data_plane.sharded import ShardedAggregator
@@ -21,15 +24,15 @@ CLIENTS = 4
 NVLINK = {"kind": "scale-up", "a": "h0-g0", "b": "h0-g1", "bandwidth_gbps": 900.0, "latency_us": 2.0}
 
 
-def small_fabric() -> dict:
-    """One host of two GPUs joined by NVLink, two EPS rails."""
+def small_fabric(gpus: int = 2) -> dict:
+    """One host of ``gpus`` GPUs, the first two joined by NVLink, an EPS rail per GPU."""
     return {
         "sites": [{"id": "dc"}],
         "racks": [{"id": "r0", "site": "dc"}],
         "hosts": [{"id": "h0", "rack": "r0", "srg": {"power": "p", "board": "b", "tor": "t"}}],
-        "accelerators": [{"id": f"h0-g{i}", "host": "h0", "index": i, "domain": "h0"} for i in range(2)],
+        "accelerators": [{"id": f"h0-g{i}", "host": "h0", "index": i, "domain": "h0"} for i in range(gpus)],
         "links": [NVLINK],
-        "rails": [{"id": f"rail{i}", "index": i, "kind": "eps"} for i in range(2)],
+        "rails": [{"id": f"rail{i}", "index": i, "kind": "eps"} for i in range(gpus)],
     }
 
 
@@ -134,13 +137,36 @@ async def test_sharded_job_aggregates_like_an_unsharded_one_across_a_restart(pla
     assert gone(pids) and not pool.workdir.exists()
 
 
-async def test_a_job_over_the_bound_runs_unsharded(planes, stub_factory):
-    plane = await planes.start(max_shard_processes=1)
+async def test_over_the_bound_or_with_a_dead_shard_a_job_runs_unsharded(planes, stub_factory):
+    """A second job that would exceed the plane's bound is aggregated in one process; a shard that dies fails
+    its attempt with UNAVAILABLE and the job's next attempt runs unsharded."""
+    plane = await planes.start(max_shard_processes=2)
     stubs = await stub_factory(plane.address)
     await pb_grpc.FabricServiceStub(stubs.channel).LoadFabric(
-        pb.LoadFabricRequest(fabric_json=json.dumps(small_fabric())))
-    job_id, token = await stubs.register(name="big", demand=1, cloud={"shards": 2})
-    await stubs.start_round(job_id, token)
-    assert plane.rounds.pools.get(job_id) is None and plane.rounds.pools.processes == 0
-    assert "exceed this plane's bound of 1" in plane.rounds.pools.refused(job_id)
-    assert not isinstance(plane.rounds._aggregators[job_id], ShardedAggregator)
+        pb.LoadFabricRequest(fabric_json=json.dumps(small_fabric(4))))
+    first, first_token = await stubs.register(name="first", demand=1, cloud={"shards": 2})
+    await stubs.start_round(first, first_token)
+    pool = plane.rounds.pools.get(first)
+    assert pool is not None and plane.rounds.pools.processes == 2
+    second, second_token = await stubs.register(name="second", demand=1, cloud={"shards": 2})
+    await stubs.start_round(second, second_token)
+    assert plane.rounds.pools.get(second) is None and plane.rounds.pools.processes == 2
+    assert "exceed this plane's bound of 2" in plane.rounds.pools.refused(second)
+    assert not isinstance(plane.rounds._aggregators[second], ShardedAggregator)
+
+    model = {"w": np.zeros(3)}
+    await stubs.publish(first, first_token, 0, model)
+    os.kill(pool.pids[pool.shard_of("c0")], signal.SIGKILL)
+    session, accept = await bind_to(stubs, "c0", first)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stubs.upload("c0", session, accept, {"w": np.ones(3)}, 1.0)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE and "aggregator shards" in refused.value.details()
+    assert gone(pool.pids) and plane.rounds.pools.processes == 0
+    info = await stubs.jobs.GetJob(pb.GetJobRequest(job_id=first))
+    assert info.current_round.state == pb.ROUND_STATE_FAILED
+
+    retry = await stubs.start_round(first, first_token)  # the next attempt runs in the control plane
+    assert retry.attempt == 1 and not isinstance(plane.rounds._aggregators[first], ShardedAggregator)
+    assert "broke" in plane.rounds.pools.refused(first)
+    session, accept = await bind_to(stubs, "c1", first)
+    assert (await stubs.upload("c1", session, accept, {"w": np.full(3, 2.0)}, 1.0)).accepted
