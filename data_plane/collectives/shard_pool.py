@@ -156,7 +156,7 @@ class ShardPool:
         """Fold a validated update into ``shard``'s partial sum of the attempt."""
         await self.ready()
         header = {"op": "fold", "round": round_, "attempt": attempt, "generation": generation, "weight": weight}
-        reply, _ = await self._ask(shard, header, payload)
+        reply, _ = await self._ask(shard, header, memoryview(payload).cast("B"))
         if not reply.get("ok"):
             raise await self._broken(f"shard {shard} refused an update: {reply.get('error')}")
 
