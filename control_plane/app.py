@@ -44,6 +44,7 @@ from control_plane.scheduling.class_queues import class_queues, waiting_by_class
 from control_plane.store import Store
 from control_plane.tls import server_credentials
 from control_plane.wire import DecodeGuard
+from data_plane.collectives.cost import LinkCost, placement_link
 from policies import ProfilePolicy, configured_policy
 from policies.placement.registry import load_placement
 from propius.config import Settings
@@ -110,7 +111,7 @@ class ControlPlane:
         self.metrics = Metrics()
         self.journal = Journal(self.store, spill_dir=settings.data_dir / "journal")
         self.rounds = RoundManager(settings, self.hot, self.raw_redis, self.store, self.journal, self.bus, self.jobs,
-                                   self.metrics)
+                                   self.metrics, link_of=self._shard_link)
         policy = configured_policy(settings.policy, settings.policy_options, settings.policy_profile)
         # what traces and logs name: the policy, or the profile that replaced it
         from_profile = settings.policy_profile is not None and isinstance(policy, ProfilePolicy)
@@ -129,7 +130,7 @@ class ControlPlane:
         self._queues_at = 0.0
         tick = (self.rounds.check_hot_state, self.rounds.take_over_orphans, self.view.refresh_states,
                 self.binder.reap_leases, self.rounds.sweep_deadlines, self._flush, self._observe_queues,
-                self.fabric.refresh)
+                self.fabric.refresh, self.rounds.retire_pools)
         for task in tick:
             self.scheduler.every_tick(task)
         self.server: grpc.aio.Server | None = None
@@ -138,6 +139,12 @@ class ControlPlane:
     def _cloud_request(self, job_id: str) -> CloudRequest | None:
         job = self.jobs.cached(job_id)
         return job.spec.cloud if job is not None else None
+
+    def _shard_link(self, job_id: str) -> LinkCost | None:
+        """The slowest hop of the job's placement on the fabric, for its aggregator shards' selector."""
+        view = self.fabric.view
+        allocation = view.state.allocations.get(job_id) if view is not None else None
+        return placement_link(view.fabric, allocation.accelerators) if view and allocation else None
 
     def _finished(self, job_id: str) -> bool:
         job = self.jobs.cached(job_id)
@@ -249,6 +256,8 @@ class ControlPlane:
             await self.journal.flush()
         with contextlib.suppress(Exception):
             await self.rounds.shards.retire()
+        with contextlib.suppress(Exception):
+            await self.rounds.pools.close()
         with contextlib.suppress(Exception):
             await self.audit.flush()
         self.journal.close()

@@ -22,6 +22,7 @@ import functools
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
@@ -59,6 +60,10 @@ from data_plane import (
     UpdateRejected,
     accepted_key,
 )
+from data_plane.collectives.cost import LinkCost
+from data_plane.collectives.shard_pool import ShardPool, ShardPools, ShardsFailed, ShardsRefused
+from data_plane.collectives.tier import LOOPBACK
+from data_plane.sharded import ShardedAggregator
 from data_plane.tensors import check_finite, decode, encode, schema
 from propius.config import Settings
 from propius.keys import global_key
@@ -82,9 +87,12 @@ class _PendingClose:
 class RoundManager:
     def __init__(
         self, settings: Settings, hot: HotState, raw_redis: aioredis.Redis, store: Store, journal: Journal,
-        bus: EventBus, jobs: JobRegistry, metrics: Metrics,
+        bus: EventBus, jobs: JobRegistry, metrics: Metrics, link_of: Callable[[str], LinkCost | None] = lambda _: None,
     ) -> None:
+        """``link_of(job)``: the α-β of the job's placement on the fabric, for its aggregator shards' selector
+        (None: not placed; the shards then assume loopback)."""
         self._metrics = metrics
+        self._link_of = link_of
         self._settings = settings
         self._raw_redis = raw_redis
         self.blobs = BlobStore(raw_redis, chunk_bytes=settings.chunk_bytes, ttl_s=settings.blob_ttl_s)
@@ -98,11 +106,13 @@ class RoundManager:
         self._last_metrics: dict[str, tuple[int, int, dict[str, float]]] = {}  # job -> last closed round's
         self._closing: dict[str, asyncio.Lock] = {}
         self._pending: dict[str, _PendingClose] = {}
+        self._told_refused: set[str] = set()
         self.checkpoints = Checkpoints(settings.data_dir / "checkpoints")
         # Present while Redis holds this plane's hot state; gone after Redis restarted empty.
         self._alive_key = global_key(hot.prefix, "alive")
         self.shards = ShardRegistry(hot.redis, hot.prefix, bus.id, ttl_s=settings.shard_ttl_s,
                                     keep_s=settings.blob_ttl_s)
+        self.pools = ShardPools(settings.data_dir / "shards", settings.max_shard_processes)
 
     # ---------------------------------------------------------------- opening
 
@@ -123,6 +133,8 @@ class RoundManager:
         return await self._open(job, round_, attempt, demand, model_digest)
 
     async def _open(self, job: ActiveJob, round_: int, attempt: int, demand: int, model_digest: str) -> RoundState:
+        # First: a job's first round may wait here for its aggregator shards to start (a torch import each).
+        updates = await self._round_updates(job, round_, attempt, model_digest)
         plan = plan_round(job.spec, demand, time.time())
         now = plan.opened_at
         state = RoundState(
@@ -136,7 +148,6 @@ class RoundManager:
                         state="open", results=0, started_at=now, deadline_at=state.deadline_at, closed_at=None,
                         metrics_json="{}", model_digest=model_digest),
         )
-        updates = await self._round_updates(job, round_, attempt, model_digest)
         await self.shards.own(job.job_id)  # before the round shows open: no other shard takes it for an orphan
         await self._hot.open_round(state)
         self._aggregators[job.job_id] = updates
@@ -156,7 +167,42 @@ class RoundManager:
         if job.spec.aggregation == "collect":
             return RoundCollector(self._raw_redis, namespace, round_, attempt, **limits)
         reference = schema(decode(await self.blobs.get(namespace, model_digest))) if model_digest else None
+        if (pool := await self._pool(job)) is not None:
+            return ShardedAggregator(self._raw_redis, namespace, round_, attempt, pool, reference_schema=reference,
+                                     **limits)
         return RoundAggregator(self._raw_redis, namespace, round_, attempt, reference_schema=reference, **limits)
+
+    async def _pool(self, job: ActiveJob) -> ShardPool | None:
+        """The live aggregator shards of a job that asks for them (``cloud.shards`` > 1), started and joined;
+        None when it does not ask, or cannot have them here (then said once, and the job runs unsharded)."""
+        cloud = job.spec.cloud
+        if cloud is None or cloud.shards is None or cloud.shards < 2:
+            return None
+        link = self._link_of(job.job_id) or LOOPBACK
+        try:
+            pool = await self.pools.acquire(job.job_id, cloud.shards, link)
+            await pool.ready()
+        except (ShardsRefused, ShardsFailed) as error:
+            self._refused_pool(job.job_id, str(error))
+            return None
+        pool.link = link  # the placement may have moved (a recovery) since the pool started
+        return pool
+
+    def _refused_pool(self, job_id: str, reason: str) -> None:
+        """Say once per job that its aggregation runs in this process instead of on its shards."""
+        if job_id in self._told_refused:
+            return
+        self._told_refused.add(job_id)
+        log.warning("job %s: aggregated in one process, not on its shards: %s", job_id, reason,
+                    extra={"job_id": job_id})
+        self._journal.event("shards_refused", job_id, reason=reason)
+
+    async def retire_pools(self, _now: float) -> None:
+        """Scheduler tick: stop the aggregator shards of jobs no longer live (finished on another shard of
+        the control plane, or expired)."""
+        live = {job.job_id for job in self._jobs.active()}
+        self._told_refused &= live
+        await self.pools.retire(live)
 
     async def recover(self) -> None:
         """Rebuild every live job's round from the durable record (after a restart, or Redis lost).
@@ -218,7 +264,7 @@ class RoundManager:
                     kept = json.loads(text)
                     payload = await self.blobs.get(namespace, kept["digest"])
                     await updates.restore(client_id, payload, kept["weight"], kept["metrics"])
-            except KeyError as error:  # a kept update expired or was lost: the attempt cannot continue
+            except (KeyError, ShardsFailed) as error:  # a kept update is lost, or the shards broke: re-run it
                 log.warning("job %s: cannot continue round %d.%d (%s); re-running it", job.job_id, state.round,
                             state.attempt, error)
             else:
@@ -366,6 +412,10 @@ class RoundManager:
             if error.field == "round":
                 raise Conflict(str(error)) from None
             raise InvalidArgument(error.field, str(error)) from None
+        except ShardsFailed as error:  # the updates folded on the shards are lost: the attempt is re-run
+            await self._fail(job_id, state)
+            raise Unavailable(f"the aggregator shards of job {job_id!r} failed ({error}); round {round_} "
+                              f"attempt {attempt} is over, retry on the next") from None
         if not result.accepted:
             self._metrics.updates.labels("duplicate").inc()
             return result
@@ -480,10 +530,12 @@ class RoundManager:
             self._journal.finished(job_id, round_, attempt, client_id, "released")
 
     async def abort(self, job_id: str) -> None:
-        """A completed or cancelled job: fail its open round, if any."""
+        """A completed or cancelled job: fail its open round, if any, and stop its aggregator shards."""
         state = await self._hot.round(job_id)
         if state is not None and state.state == "open":
             await self._fail(job_id, state)
+        self._told_refused.discard(job_id)
+        await self.pools.release(job_id)
 
     async def sweep_deadlines(self, now: float) -> None:
         """Close rounds that have enough results (replaying a close an outage interrupted) and fail those

@@ -2,8 +2,8 @@
 
 Tensors travel as safetensors bytes (:mod:`data_plane.tensors`); models are content-addressed chunked
 blobs (:mod:`data_plane.blobs`); updates fold into a streaming weighted FedAvg
-(:mod:`data_plane.aggregator`), or are kept whole for jobs that aggregate themselves
-(:mod:`data_plane.collector`).
+(:mod:`data_plane.aggregator`), or on a job's live aggregator shards (:mod:`data_plane.sharded`), or are
+kept whole for jobs that aggregate themselves (:mod:`data_plane.collector`).
 """
 
 from data_plane.aggregator import RoundAggregator

@@ -18,11 +18,11 @@ from collections.abc import Mapping
 import numpy as np
 import redis.asyncio as aioredis
 
-from data_plane.fold import WeightedSum
+from data_plane.fold import MetricMeans, WeightedSum
 from data_plane.tensors import Schema, check_finite, decode, schema
 from data_plane.updates import AddResult, Aggregate, AggregateFailed, Payload, RoundUpdates, UpdateRejected, is_real
 
-__all__ = ["AddResult", "Aggregate", "AggregateFailed", "RoundAggregator", "UpdateRejected"]
+__all__ = ["AddResult", "Aggregate", "AggregateFailed", "RoundAggregator", "UpdateRejected", "check_metrics"]
 
 
 class RoundAggregator(RoundUpdates[tuple[dict[str, np.ndarray], dict[str, float]]]):
@@ -31,9 +31,8 @@ class RoundAggregator(RoundUpdates[tuple[dict[str, np.ndarray], dict[str, float]
                  ttl_s: float = 86400.0) -> None:
         super().__init__(redis, namespace, round, attempt, reference_schema=reference_schema,
                          max_update_bytes=max_update_bytes, ttl_s=ttl_s)  # no reference: the first update sets it
-        self._sum = WeightedSum()  # the metric sums and weights below are in its unit (its scale)
-        self._metric_sums: dict[str, float] = {}
-        self._metric_weights: dict[str, float] = {}
+        self._sum = WeightedSum()
+        self._metrics = MetricMeans()
         self._results = 0
 
     @property
@@ -42,7 +41,7 @@ class RoundAggregator(RoundUpdates[tuple[dict[str, np.ndarray], dict[str, float]
 
     async def _prepare(self, payload: Payload, metrics: Mapping[str, float] | None
                        ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
-        clean_metrics = _check_metrics(metrics)
+        clean_metrics = check_metrics(metrics)
         return await asyncio.to_thread(self._decode, payload), clean_metrics
 
     def _decode(self, payload: Payload) -> dict[str, np.ndarray]:
@@ -58,17 +57,12 @@ class RoundAggregator(RoundUpdates[tuple[dict[str, np.ndarray], dict[str, float]
     async def _commit(self, client_id: str, prepared: tuple[dict[str, np.ndarray], dict[str, float]],
                       weight: float) -> None:
         tensors, metrics = prepared
-        relative, factor = await asyncio.to_thread(self._fold, tensors, weight)
-        if factor != 1.0:
-            self._metric_sums = {name: value * factor for name, value in self._metric_sums.items()}
-            self._metric_weights = {name: value * factor for name, value in self._metric_weights.items()}
-        for name, value in metrics.items():
-            self._metric_sums[name] = self._metric_sums.get(name, 0.0) + relative * value
-            self._metric_weights[name] = self._metric_weights.get(name, 0.0) + relative
+        await asyncio.to_thread(self._fold, tensors, weight)
+        self._metrics.add(metrics, weight)
         self._results += 1
 
-    def _fold(self, tensors: dict[str, np.ndarray], weight: float) -> tuple[float, float]:
-        return self._sum.fold(tensors, weight)
+    def _fold(self, tensors: dict[str, np.ndarray], weight: float) -> None:
+        self._sum.fold(tensors, weight)
 
     async def finalize(self) -> Aggregate:
         """Close the round and return the weighted mean; later calls return the same Aggregate.
@@ -83,14 +77,12 @@ class RoundAggregator(RoundUpdates[tuple[dict[str, np.ndarray], dict[str, float]
             if not all(np.isfinite(array).all() for array in tensors.values() if array.dtype.kind == "f"):
                 self._discarded = True
                 raise AggregateFailed(f"the mean of {self._results} updates is not finite: some values overflow")
-            metrics = {name: mean for name in self._metric_sums
-                       if math.isfinite(mean := self._metric_sums[name] / self._metric_weights[name])}
             self._aggregate = Aggregate(tensors=tensors, total_weight=self._sum.weight * self._sum.scale,
-                                        results=self._results, metrics=metrics)
+                                        results=self._results, metrics=self._metrics.means())
             return self._aggregate
 
 
-def _check_metrics(metrics: Mapping[str, float] | None) -> dict[str, float]:
+def check_metrics(metrics: Mapping[str, float] | None) -> dict[str, float]:
     """Numeric metrics only, checked before the claim; a NaN metric is dropped rather than poisoning the mean."""
     clean = {}
     for name, value in (metrics or {}).items():

@@ -11,11 +11,13 @@ than 1 and the sums cannot overflow by weighting.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from data_plane.tensors import Schema, schema
 
-__all__ = ["WeightedSum"]
+__all__ = ["MetricMeans", "WeightedSum"]
 
 # Elements per multiply-add step. 2 MiB of float64 stays in cache between the multiply and the add; measured
 # on 2 cores this folds float32 at ~2.6 GB/s against ~1.6 GB/s for a whole-tensor temporary.
@@ -103,3 +105,30 @@ class WeightedSum:
             total.reshape(-1)[:] = flat[position: position + total.size]
             position += total.size
         self.weight = float(flat[-1])
+
+
+class MetricMeans:
+    """Weighted means of the clients' metrics, with the same unit and rescaling as :class:`WeightedSum`, so the
+    round aggregator and the sharded tier (which keeps metrics beside its shards) report the same means."""
+
+    def __init__(self) -> None:
+        self._scale = 0.0
+        self._sums: dict[str, float] = {}
+        self._weights: dict[str, float] = {}
+
+    def add(self, metrics: dict[str, float], weight: float) -> None:
+        factor = 1.0
+        if weight > self._scale:
+            factor = self._scale / weight if self._scale > 0 else 1.0
+            self._scale = weight
+        relative = weight / self._scale
+        if factor != 1.0:
+            self._sums = {name: value * factor for name, value in self._sums.items()}
+            self._weights = {name: value * factor for name, value in self._weights.items()}
+        for name, value in metrics.items():
+            self._sums[name] = self._sums.get(name, 0.0) + relative * value
+            self._weights[name] = self._weights.get(name, 0.0) + relative
+
+    def means(self) -> dict[str, float]:
+        """Each metric's weighted mean over the updates that reported it (a non-finite mean is left out)."""
+        return {name: mean for name in self._sums if math.isfinite(mean := self._sums[name] / self._weights[name])}

@@ -119,6 +119,9 @@ class Settings(BaseSettings):
                                                     "constructor options, e.g. {\"fragmented\": false} for torus")
     fabric_max_waiting: int = Field(default=1000, ge=1, description="cloud requests waiting for accelerators; "
                                     "a registration beyond it: RESOURCE_EXHAUSTED")
+    max_shard_processes: int = Field(default=8, ge=0, description="live aggregator shard processes of this "
+                                     "control plane, all jobs together (a job's cloud.shards); a job that would "
+                                     "exceed it is aggregated in one process instead (logged); 0: never shard")
 
     # --- scale-out (Redis Cluster, several control-plane shards) ---
     shard_ttl_s: float = Field(default=10.0, gt=0, description="a control-plane shard that has not renewed its "

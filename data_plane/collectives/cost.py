@@ -9,11 +9,13 @@ the part of it not hidden by the delay ``d`` is exposed: ``max(0, T_RS(n-1) - d)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from propius.fabric.model import Link, Rail
+from propius.fabric.model import Fabric, Link, Rail
 
-__all__ = ["LinkCost", "break_even_delay", "reduce_scatter", "rhd", "ring", "stragglar", "stragglar_completion"]
+__all__ = ["LinkCost", "break_even_delay", "placement_link", "reduce_scatter", "rhd", "ring", "stragglar",
+           "stragglar_completion"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,28 @@ class LinkCost:
 
     def transfer(self, nbytes: float) -> float:
         return self.alpha_s + self.beta_s_per_byte * nbytes
+
+
+def placement_link(fabric: Fabric, accelerators: Sequence[str]) -> LinkCost | None:
+    """The α-β of the slowest hop of a ring over ``accelerators`` (rank order) on ``fabric``: a declared
+    scale-up or torus link between two neighbours, else the sender's NIC rail (rail = its local index) with
+    the latency of its NIC link onto it (1 µs if none is declared). ``None`` when a hop has neither."""
+    by_id = {acc.id: acc for acc in fabric.accelerators}
+    rails = {rail.index: rail for rail in fabric.rails}
+    direct = {frozenset((link.a, link.b)): link for link in fabric.links if link.kind in ("scale-up", "torus")}
+    nic = {(link.a, link.b): link.latency_us for link in fabric.links if link.kind == "nic-rail"}
+    pairs = list(zip(accelerators, accelerators[1:], strict=False))
+    if len(accelerators) > 2:
+        pairs.append((accelerators[-1], accelerators[0]))
+    hops: list[LinkCost] = []
+    for a, b in pairs:
+        if (link := direct.get(frozenset((a, b)))) is not None:
+            hops.append(LinkCost.from_link(link))
+        elif a in by_id and (rail := rails.get(by_id[a].index)) is not None:
+            hops.append(LinkCost.from_rail(rail, nic.get((a, rail.id), 1.0)))
+        else:
+            return None
+    return max(hops, key=lambda hop: (hop.beta_s_per_byte, hop.alpha_s, hop.ocs)) if hops else None
 
 
 def ring(n: int, size: float, link: LinkCost) -> float:

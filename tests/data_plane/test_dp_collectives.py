@@ -18,7 +18,7 @@ from data_plane.collectives.schedule import (
     stragglar_schedule,
 )
 from data_plane.collectives.selector import Algorithm, Selector, StragglerTracker
-from propius.fabric.model import Link, Rail
+from propius.fabric.model import Accelerator, Fabric, Host, Link, Rack, Rail, SharedRisk, Site
 
 GIB = 2**30
 PAPER = LinkCost(3e-6, 1 / (450 * GIB))
@@ -106,6 +106,25 @@ def test_link_costs_from_the_fabric() -> None:
     link = LinkCost.from_link(Link(kind="scale-up", a="a", b="b", bandwidth_gbps=800.0, latency_us=0.5))
     assert link.alpha_s == pytest.approx(0.5e-6) and link.beta_s_per_byte == pytest.approx(1e-11)
     assert LinkCost.from_rail(Rail(id="r", index=0, kind="ocs"), 2.0).ocs
+
+
+def test_placement_link_is_the_rings_slowest_hop() -> None:
+    """Shards on two hosts: h0's pair has NVLink, the hops between hosts go over the sender's rail."""
+    fabric = Fabric(
+        sites=[Site(id="dc")], racks=[Rack(id="r0", site="dc")],
+        hosts=[Host(id=h, rack="r0", srg=SharedRisk(power=h, board=h, tor="t")) for h in ("h0", "h1")],
+        accelerators=[Accelerator(id=f"{h}-g{i}", host=h, index=i, domain=h) for h in ("h0", "h1") for i in (0, 1)],
+        links=[Link(kind="scale-up", a="h0-g0", b="h0-g1", bandwidth_gbps=900.0, latency_us=2.0),
+               Link(kind="nic-rail", a="h0-g1", b="rail1", bandwidth_gbps=100.0, latency_us=7.0)],
+        rails=[Rail(id="rail0", index=0, kind="eps", bandwidth_gbps=400.0),
+               Rail(id="rail1", index=1, kind="eps", bandwidth_gbps=200.0)])
+    nvlink = LinkCost.of(2.0, 900.0)
+    assert cost.placement_link(fabric, ["h0-g0", "h0-g1"]) == nvlink
+    # h0-g0 -> h0-g1 (NVLink), h0-g1 -> h1-g0 (rail1, 200 Gb/s, its NIC link's 7 µs), h1-g0 -> h0-g0 (rail0)
+    assert cost.placement_link(fabric, ["h0-g0", "h0-g1", "h1-g0"]) == LinkCost.of(7.0, 200.0)
+    assert cost.placement_link(fabric, ["h0-g0", "h1-g0"]) == LinkCost.of(1.0, 400.0)
+    assert cost.placement_link(fabric, ["h0-g0", "gone"]) == LinkCost.of(1.0, 400.0)  # the sender's rail
+    assert cost.placement_link(fabric.model_copy(update={"rails": []}), ["h0-g0", "h1-g0"]) is None
 
 
 def _tracker(n: int, late: int | None, delay: float, rounds: int = 32) -> StragglerTracker:

@@ -1,0 +1,166 @@
+"""One long-lived aggregator shard of a job (``python -m data_plane.collectives.live_worker``).
+
+Started by :class:`data_plane.collectives.shard_pool.ShardPool` with one end of a socket pair; it imports
+torch once, joins the shards' process group (gloo, or NCCL with a GPU per shard) and then serves frames
+(:mod:`data_plane.collectives.frames`) until the socket closes, which is also what happens when the
+control plane dies:
+
+- ``fold`` (round, attempt, the generation of the control plane's aggregator of it, weight; body: the
+  update's safetensors bytes, validated by the control plane and checked again here): fold it into this
+  shard's partial sum of that attempt (:class:`data_plane.fold.WeightedSum`); a fold of another attempt
+  or generation (an attempt taken over and folded again) starts a new partial.
+- ``reduce`` (round, attempt, generation, the folds the control plane counted for this shard, the model's
+  schema in pack order, the algorithm and group order the control plane's selector chose): move the
+  partial to the common unit :data:`data_plane.collectives.tier_worker.UNIT`, pack it (zeros for an empty
+  cohort), AllReduce it with every shard, and rank 0 answers the mean as safetensors bytes. A shard whose
+  count or schema disagrees still joins the collective (its peers must not hang) and answers an error.
+
+Nothing arrives pickled; an error in a fold is answered and the shard goes on; an error in a collective
+is answered and the shard exits (its group is no longer usable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+import time
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+from data_plane.collectives.frames import recv_frame, send_frame
+from data_plane.collectives.tier_worker import UNIT
+from data_plane.fold import WeightedSum
+from data_plane.tensors import Schema, check_finite, decode, encode, schema
+
+__all__ = ["main"]
+
+
+def _schema(entries: list[list[Any]]) -> Schema:
+    return {str(name): (str(dtype), tuple(int(d) for d in shape)) for name, dtype, shape in entries}
+
+
+class _Shard:
+    def __init__(self, sock: socket.socket, rank: int, world: int, device: Any) -> None:
+        self.sock, self.rank, self.world, self.device = sock, rank, world, device
+        self.key: tuple[int, int, int] | None = None
+        self.partial = WeightedSum()
+        self.count = 0
+
+    def serve(self) -> None:
+        send_frame(self.sock, {"op": "ready", "rank": self.rank})
+        while (frame := recv_frame(self.sock)) is not None:
+            header, body = frame
+            if header.get("op") == "fold":
+                try:
+                    self.fold(header, body)
+                except Exception as error:  # noqa: BLE001 - answered; the control plane gives the claim back
+                    send_frame(self.sock, {"ok": False, "error": f"{type(error).__name__}: {error}"})
+                else:
+                    send_frame(self.sock, {"ok": True, "count": self.count})
+            elif header.get("op") == "reduce":
+                reply, mean = self.reduce(header)
+                send_frame(self.sock, reply, mean)
+            else:
+                send_frame(self.sock, {"ok": False, "error": f"unknown op {header.get('op')!r}"})
+
+    def fold(self, header: dict[str, Any], body: bytearray) -> None:
+        key = (int(header["round"]), int(header["attempt"]), int(header["generation"]))
+        if key != self.key:
+            self.key, self.partial, self.count = key, WeightedSum(), 0
+        tensors = decode(body)
+        check_finite(tensors)
+        if self.partial.schema is not None and self.partial.schema != schema(tensors):
+            raise ValueError("schema mismatch with this shard's earlier updates")
+        self.partial.fold(tensors, float(header["weight"]))
+        self.count += 1
+
+    def reduce(self, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        import torch
+
+        from data_plane.collectives.gloo import stragglar_allreduce
+
+        key = (int(header["round"]), int(header["attempt"]), int(header["generation"]))
+        layout = _schema(header["schema"])
+        expected = int(header["expected"])
+        size = sum(int(np.prod(shape)) for _, shape in layout.values())
+        flat = np.zeros(size + 1)
+        error = ""
+        count = self.count if key == self.key else 0
+        if count != expected:
+            error = f"shard {self.rank} folded {count} updates of round {key}, the control plane counted {expected}"
+        elif expected:
+            if self.partial.schema != layout:
+                error = f"shard {self.rank}: its updates' schema differs from the model's"
+            else:
+                self.partial.rescale(UNIT)
+                position = 0
+                for name in layout:
+                    total = self.partial.sums[name].reshape(-1)
+                    flat[position: position + total.size] = total
+                    position += total.size
+                flat[-1] = self.partial.weight
+        arrival = time.time()
+        tensor = torch.from_numpy(flat).to(self.device)
+        try:
+            if header["algorithm"] == "stragglar" and self.world >= 3:
+                tensor = stragglar_allreduce(tensor, [int(r) for r in header["order"]], self.rank)
+            else:
+                import torch.distributed as dist
+
+                dist.all_reduce(tensor)
+            summed = tensor.cpu().numpy()
+        except Exception as error:  # noqa: BLE001 - answered, then this shard exits: its group is broken
+            send_frame(self.sock, {"ok": False, "error": f"collective failed: {error}"})
+            sys.exit(1)
+        finish = time.time()
+        self.key, self.partial, self.count = None, WeightedSum(), 0  # the attempt is over: free its sums
+        reply: dict[str, Any] = {"ok": not error, "error": error, "arrival": arrival, "finish": finish}
+        if error or self.rank != 0:
+            return reply, b""
+        total = WeightedSum()
+        total.schema = layout
+        position = 0
+        for name, (_, shape) in layout.items():
+            n = int(np.prod(shape))
+            total.sums[name] = summed[position: position + n].reshape(shape).copy()
+            position += n
+        total.weight = float(summed[-1])
+        reply["total_weight"] = total.weight * UNIT
+        return reply, encode(total.mean())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--fd", type=int, required=True, help="this shard's end of the control plane's socket pair")
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--store", required=True, help="the process group's file store (fresh per pool)")
+    parser.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
+                        help="auto: NCCL when CUDA has a device per shard (every shard decides alike), else gloo")
+    parser.add_argument("--timeout-s", type=float, default=300.0)
+    args = parser.parse_args()
+    sock = socket.socket(fileno=args.fd)
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    device = torch.device("cpu")
+    if args.backend == "auto":
+        args.backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= args.world else "gloo"
+    if args.backend == "nccl":
+        device = torch.device(f"cuda:{args.rank % torch.cuda.device_count()}")
+        torch.cuda.set_device(device)
+    dist.init_process_group(args.backend, store=dist.FileStore(args.store, args.world), rank=args.rank,
+                            world_size=args.world, timeout=timedelta(seconds=args.timeout_s))
+    try:
+        _Shard(sock, args.rank, args.world, device).serve()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
