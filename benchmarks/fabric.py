@@ -708,6 +708,7 @@ def main() -> None:
     parser.add_argument("--racks", type=int, default=4)
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for fabric.json and fabric.png")
     args = parser.parse_args()
     started, cpu = time.perf_counter(), time.process_time()
     result = {"allocation": {name: allocation_experiment(mix, args.racks, args.jobs, args.seed)
@@ -719,9 +720,9 @@ def main() -> None:
               "anchors": ANCHORS, "args": vars(args)}
     result["wall_s"] = round(time.perf_counter() - started, 1)
     result["cpu_s"] = round(time.process_time() - cpu, 1)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "fabric.json").write_text(json.dumps(result, indent=1, sort_keys=True))
-    figure(result, RESULTS / "fabric.png")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "fabric.json").write_text(json.dumps(result, indent=1, sort_keys=True, default=str))
+    figure(result, args.out / "fabric.png")
     print(tables(result))
     print(f"\n(wall time {result['wall_s']:.0f} s, CPU time {result['cpu_s']:.0f} s: one core)")
 
