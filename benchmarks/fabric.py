@@ -189,7 +189,7 @@ class Counterfactual:
     served: int = 0
     """Of the rest (rejected with room), placed by ours: always fragmented."""
     by_milp: int = 0
-    reasons: dict[str, int] | None = None
+    reasons: dict[str, int] = field(default_factory=dict)
     """Why ours could not place the rest."""
     ours_area: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FRAGMENTATION, 0.0))
 
@@ -209,7 +209,6 @@ class Counterfactual:
             self.served += 1
             self.by_milp += "(MILP)" in found.how
         else:
-            self.reasons = self.reasons or {}
             self.reasons[found.reason] = self.reasons.get(found.reason, 0) + 1
 
     def summary(self, contiguous: dict[str, Any], duration: float) -> dict[str, Any]:
@@ -222,7 +221,7 @@ class Counterfactual:
                 "ours_served_by_milp": self.by_milp,
                 "ours_served_share": self.served / rejected if rejected else None,
                 "contiguous_rejected_share_with_room": rejected / self.room if self.room else None,
-                "ours_not_served_reasons": self.reasons or {}}
+                "ours_not_served_reasons": self.reasons}
 
 
 def allocation_experiment(mix: dict[Shape, float], racks: int, jobs: int, seed: int) -> dict[str, Any]:
@@ -609,9 +608,9 @@ def anchor_table(result: dict[str, Any]) -> list[str]:
             f"({small['fixed_links']:g} → {small['steered_links']:g} links) | same | same argument: 2 of 6 ports "
             "usable on fixed wiring |",
             f"| compute fragmentation | up to −70 % | {cols[0]['fragmentation']} | {cols[1]['fragmentation']} | "
-            "ours: time-averaged share of free chips in racks that cannot host the next request, 4 racks (own "
-            "runs differ in load too: ours' jobs finish sooner); paper: its own simulator and metric, TPU v4 "
-            "distribution incl. multi-rack slices |",
+            f"ours: time-averaged share of free chips in racks that cannot host the next request, "
+            f"{result['args']['racks']} racks (own runs differ in load too: ours' jobs finish sooner); paper: its "
+            "own simulator and metric, TPU v4 distribution incl. multi-rack slices |",
             f"| fragmented 32-chip requests | ~75 % rejected by contiguous allocators, served by Morphlux | "
             f"{cols[0]['rejected']} | {cols[1]['rejected']} | ours asks a 2x4x4 at every arrival of the "
             "contiguous-only run and places it on the same allocations over programmable racks |"]

@@ -56,8 +56,7 @@ def hardware_from_fabric(fabric: Fabric, allocation: Allocation, *, xpu_type: st
 
 def _torus_links_gbps(fabric: Fabric, held: set[str]) -> float:
     """Mean over members of the torus link bandwidth joining each to other members (fixed wiring)."""
-    total = sum(lk.bandwidth_gbps * ((lk.a in held) + (lk.b in held)) for lk in fabric.links
-                if lk.kind == "torus" and lk.a in held and lk.b in held)
+    total = sum(2 * lk.bandwidth_gbps for lk in fabric.links if lk.kind == "torus" and lk.a in held and lk.b in held)
     return total / len(held) if held else 0.0
 
 
