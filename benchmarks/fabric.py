@@ -1,13 +1,16 @@
 """Fabric-aware placement, measured with the placement plug-ins themselves (seeded, discrete-event).
 
 1. **allocation** (Morphlux's setting): Poisson arrivals of torus slices on 4×4×4 racks of 2×2×1 servers,
-   mix ``SHAPES`` (30 % sub-rack by count, as in the public TPU v4 slice distribution; the split among
-   the sub-rack shapes is ours, uniform), exponential service times, offered load ``LOAD``, served
+   in two mixes (``MIXES``: ``tpu-v4``, 30 % sub-rack by count as in the public TPU v4 slice distribution;
+   ``sub-rack``, the sub-rack shapes alone), exponential service times, offered load ``LOAD``, served
    first-pending-that-fits. Contiguous-only (fixed wiring) vs random scatter (fixed wiring, a
    packet-switched analogue) vs ours (programmable racks: contiguous, then fragmented, then bandwidth
    steering). Per shape: share queued at arrival, queueing delay, AllReduce bandwidth per accelerator;
    overall: fragmentation (time-averaged share of free accelerators that cannot host the next request:
-   the head of the queue, or the next arrival when none waits), utilisation, JCT p50/p95.
+   the head of the queue, or the next arrival when none waits), utilisation, JCT p50/p95. And the 32-chip
+   counterfactual (:class:`Counterfactual`): at every arrival of the contiguous-only run, would a 2×4×4
+   be placed there, and, where it is rejected though a rack has 32 free chips, does ours place it on the
+   very same allocations over programmable racks?
 2. **rails**: rail-aligned vs first-fit on a 32×8-GPU rail cluster under churn: cross-rail bytes per
    iteration and the predicted communication time per iteration (α-β, the fabric's link bandwidths).
 3. **failures**: a year of seeded chip and board failures on racks full of jobs; in-rack optical swap
@@ -30,7 +33,9 @@ import math
 import random
 import statistics
 import sys
-from dataclasses import dataclass
+import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +49,23 @@ from propius.fabric.recovery import RecoveryParams, recover  # noqa: E402
 from propius.fabric.request import Parallelism  # noqa: E402
 from propius.fabric.spares import FailureRates  # noqa: E402
 from propius.fabric.state import RingShare  # noqa: E402
-from propius.fabric.torus import PORTS, RackGrid, aligned_origins, orientations, ring_shares, shortest_paths  # noqa: E402
+from propius.fabric.torus import PORTS, RackGrid, ring_shares, shortest_paths  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 Shape = tuple[int, int, int]
 SUB_RACK = ((2, 2, 1), (2, 2, 2), (2, 2, 4), (2, 4, 4))
-SHAPES: dict[Shape, float] = {**{s: 0.30 / len(SUB_RACK) for s in SUB_RACK}, (4, 4, 4): 0.70}
-"""Slice shape -> share of requests by count: 30 % sub-rack, split evenly; 70 % whole racks."""
+WHOLE_RACK: Shape = (4, 4, 4)
+MIXES: dict[str, dict[Shape, float]] = {
+    "tpu-v4": {**{s: 0.30 / len(SUB_RACK) for s in SUB_RACK}, WHOLE_RACK: 0.70},
+    "sub-rack": {s: 1 / len(SUB_RACK) for s in SUB_RACK},
+}
+"""Slice shape -> share of requests by count. ``tpu-v4``: 30 % sub-rack (the public TPU v4 distribution's
+sub-rack share; the even split among the sub-rack shapes is ours), 70 % whole racks. ``sub-rack``: the
+sub-rack shapes alone, evenly: racks that serve the small tenants while whole-rack and larger slices go to
+racks of their own (our assumption, the setting where fragmentation matters)."""
+SHAPES: tuple[Shape, ...] = (*SUB_RACK, WHOLE_RACK)
+PROBE: Shape = (2, 4, 4)
+"""The counterfactual request: a 32-accelerator slice, asked at every arrival of the contiguous-only run."""
 LOAD = 0.9
 """Offered load: arrival rate × mean slice size × mean service time / capacity."""
 COMM_SHARE = 0.3
@@ -99,13 +114,7 @@ class RandomScatter(Placement):
                           how="random scatter")
 
 
-def _block_free(grid: RackGrid, shape: Shape, free: set[str]) -> bool:
-    for oriented in orientations(shape, grid.dims):
-        for origin in aligned_origins(oriented, grid.dims):
-            if all(grid.acc_at[(origin[0] + i, origin[1] + j, origin[2] + k)] in free
-                   for i in range(oriented[0]) for j in range(oriented[1]) for k in range(oriented[2])):
-                return True
-    return False
+_CONTIGUOUS = TorusPlacement(fragmented=False)
 
 
 def can_host(policy: str, state: FabricState, grid: RackGrid, shape: Shape, free: set[str]) -> bool:
@@ -115,7 +124,7 @@ def can_host(policy: str, state: FabricState, grid: RackGrid, shape: Shape, free
     n = math.prod(shape)
     if policy == "random scatter":
         return sum(a in free for a in grid.acc_at.values()) >= n
-    if _block_free(grid, shape, free):
+    if _CONTIGUOUS._contiguous(state, grid, shape, free) is not None:  # an aligned free block that fits
         return True
     if policy == "contiguous only" or not grid.programmable:
         return False
@@ -130,14 +139,32 @@ def can_host(policy: str, state: FabricState, grid: RackGrid, shape: Shape, free
     return _greedy(state, slots, servers, paths) is not None
 
 
+FRAGMENTATION = {"all": "fragmentation", "sub": "fragmentation_sub_rack", "all_stranded": "stranded",
+                 "sub_stranded": "stranded_sub_rack"}
+"""Time-averaged shares of free chips: in racks that cannot host the next request (``all``) or the next sub-rack
+request (``sub``); ``stranded``: only racks that have at least as many free chips as it asks (held back by
+shape or fibres, not by count)."""
+
+
+def unusable(policy: str, state: FabricState, grids: list[RackGrid], shape: Shape, free: set[str]) -> tuple[int, int]:
+    """Free chips in racks that cannot host ``shape``, and of those, chips in racks with enough of them."""
+    stuck = stranded = 0
+    for grid in grids:
+        here = sum(a in free for a in grid.acc_at.values())
+        if here and not can_host(policy, state, grid, shape, free):
+            stuck += here
+            stranded += here if here >= math.prod(shape) else 0
+    return stuck, stranded
+
+
 def _name(shape: Shape) -> str:
     return "x".join(map(str, shape))
 
 
-def _arrivals(racks: int, jobs: int, seed: int) -> list[tuple[float, Shape, float]]:
+def _arrivals(mix: dict[Shape, float], racks: int, jobs: int, seed: int) -> list[tuple[float, Shape, float]]:
     rng = random.Random(seed)
-    shapes, weights = list(SHAPES), list(SHAPES.values())
-    mean_size = sum(math.prod(s) * w for s, w in SHAPES.items())
+    shapes, weights = list(mix), list(mix.values())
+    mean_size = sum(math.prod(s) * w for s, w in mix.items())
     rate = LOAD * racks * 64 / mean_size  # per mean service time (1 h)
     out, t = [], 0.0
     for _ in range(jobs):
@@ -146,55 +173,122 @@ def _arrivals(racks: int, jobs: int, seed: int) -> list[tuple[float, Shape, floa
     return out
 
 
-def allocation_experiment(racks: int, jobs: int, seed: int) -> dict[str, Any]:
-    arrivals = _arrivals(racks, jobs, seed)
+@dataclass
+class Counterfactual:
+    """Ours on the contiguous-only run's own states (the ``twin``: programmable racks holding exactly what
+    contiguous-only holds). The 32-chip question: at every arrival (Poisson arrivals see time averages),
+    could a 2×4×4 be placed contiguously, and when not, though some rack has ≥ 32 free chips, does ours
+    place it on the very same allocations? And fragmentation on the same states: the share of free chips in
+    racks that cannot host the next request (``ours_area``, time-integrated as the run's own measure)."""
+
+    probes: int = 0
+    room: int = 0
+    """Probes with ≥ 32 free chips in some rack."""
+    contiguous: int = 0
+    """Of those, placed by contiguous-only."""
+    served: int = 0
+    """Of the rest (rejected with room), placed by ours: always fragmented."""
+    by_milp: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    """Why ours could not place the rest."""
+    ours_area: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FRAGMENTATION, 0.0))
+
+    def ask(self, state: FabricState, twin: FabricState, contiguous: Placement, ours: Placement) -> None:
+        self.probes += 1
+        free = Counter(state.rack_of(a) for a in state.free())
+        if max(free.values(), default=0) < math.prod(PROBE):
+            return
+        self.room += 1
+        request = CloudRequest(count=math.prod(PROBE), shape=PROBE)
+        if isinstance(contiguous.place(request, state), Allocation):
+            self.contiguous += 1
+            return
+        found = ours.place(request, twin)
+        if isinstance(found, Allocation):
+            assert found.how.startswith("fragmented"), found.how
+            self.served += 1
+            self.by_milp += "(MILP)" in found.how
+        else:
+            self.reasons[found.reason] = self.reasons.get(found.reason, 0) + 1
+
+    def summary(self, contiguous: dict[str, Any], duration: float) -> dict[str, Any]:
+        rejected = self.room - self.contiguous
+        same = {"contiguous only": {name: contiguous[name] for name in FRAGMENTATION.values()},
+                "ours": {name: self.ours_area[key] / duration for key, name in FRAGMENTATION.items()}}
+        return {"fragmentation_same_states": same,
+                "probes": self.probes, "rack_with_32_free": self.room, "contiguous_placed": self.contiguous,
+                "contiguous_rejected_with_room": rejected, "ours_served": self.served,
+                "ours_served_by_milp": self.by_milp,
+                "ours_served_share": self.served / rejected if rejected else None,
+                "contiguous_rejected_share_with_room": rejected / self.room if self.room else None,
+                "ours_not_served_reasons": self.reasons}
+
+
+def allocation_experiment(mix: dict[Shape, float], racks: int, jobs: int, seed: int) -> dict[str, Any]:
+    arrivals = _arrivals(mix, racks, jobs, seed)
     capacity = racks * 64
-    out: dict[str, Any] = {}
+    policies: dict[str, Any] = {}
+    counterfactual = Counterfactual()
+    duration = 0.0
     for policy in POLICIES:
         placement: Placement = {"contiguous only": TorusPlacement(fragmented=False),
                                 "random scatter": RandomScatter(seed),
                                 "ours": TorusPlacement(fragmented=True, time_budget_s=0.2)}[policy]
         state = FabricState(torus_racks(racks, programmable=policy == "ours"))
         grids = [RackGrid.of(state, f"r{r}") for r in range(racks)]
+        twin = FabricState(torus_racks(racks, programmable=True)) if policy == "contiguous only" else None
+        twin_grids = [RackGrid.of(twin, f"r{r}") for r in range(racks)] if twin else []
+        ours = TorusPlacement(fragmented=True, time_budget_s=0.2)
         events: list[tuple[float, int, str, int]] = [(a[0], 0, "arrive", k) for k, a in enumerate(arrivals)]
         heapq.heapify(events)
         pending: list[int] = []
-        queued: dict[str, list[int]] = {_name(s): [] for s in SHAPES}
-        wait: dict[str, list[float]] = {_name(s): [] for s in SHAPES}
-        bandwidth: dict[str, list[float]] = {_name(s): [] for s in SHAPES}
+        queued: dict[str, list[int]] = {_name(s): [] for s in mix}
+        wait: dict[str, list[float]] = {_name(s): [] for s in mix}
+        bandwidth: dict[str, list[float]] = {_name(s): [] for s in mix}
         jct: list[float] = []
-        frag_area = sub_frag_area = util_area = last = 0.0
+        util_area = last = 0.0
+        area = dict.fromkeys(("all", "sub", "all_stranded", "sub_stranded"), 0.0)
         fragmented = arrived_so_far = 0
+        cpu = time.process_time()
         while events:
             now, _, kind, k = heapq.heappop(events)
             free = set(state.free())
             if free and now > last:
                 probe = [arrivals[j][1] for j in pending] + [a[1] for a in arrivals[arrived_so_far:]]
-                for head, into in ((probe[:1], "all"), ([s for s in probe if s != (4, 4, 4)][:1], "sub")):
+                for head, into in ((probe[:1], "all"), ([s for s in probe if s != WHOLE_RACK][:1], "sub")):
                     if not head:
                         continue
-                    stuck = sum(sum(a in free for a in g.acc_at.values()) for g in grids
-                                if not can_host(policy, state, g, head[0], free))
-                    share = (now - last) * stuck / len(free)
-                    if into == "all":
-                        frag_area += share
-                    else:
-                        sub_frag_area += share
+                    own = unusable(policy, state, grids, head[0], free)
+                    for key, value in zip((into, f"{into}_stranded"), own, strict=True):
+                        area[key] += (now - last) * value / len(free)
+                    if twin is not None:
+                        same = unusable("ours", twin, twin_grids, head[0], free)
+                        for key, value in zip((into, f"{into}_stranded"), same, strict=True):
+                            counterfactual.ours_area[key] += (now - last) * value / len(free)
             util_area += (now - last) * (1 - len(free) / capacity)
             last = now
             if kind == "done":
                 state.release(f"j{k}")
+                if twin is not None:
+                    twin.release(f"j{k}")
             else:
+                if twin is not None:
+                    counterfactual.ask(state, twin, placement, ours)
                 pending.append(k)
                 arrived_so_far += 1
             for j in list(pending):
                 arrived, shape, service = arrivals[j]
-                found = placement.place(CloudRequest(count=math.prod(shape), shape=shape), state)
+                request = CloudRequest(count=math.prod(shape), shape=shape)
+                found = placement.place(request, state)
                 if j == k and kind == "arrive":
                     queued[_name(shape)].append(int(isinstance(found, Unplaceable)))
                 if isinstance(found, Unplaceable):
                     continue
                 state.allocate(f"j{j}", found)
+                if twin is not None:  # ours' contiguous first-fit picks the same block on the same free set
+                    mirrored = ours.place(request, twin)
+                    assert isinstance(mirrored, Allocation) and mirrored.accelerators == found.accelerators
+                    twin.allocate(f"j{j}", mirrored)
                 fragmented += found.how.startswith("fragmented")
                 pending.remove(j)
                 reference = sum(r.bandwidth_gbps for r in ring_shares(shape, (4, 4, 4), 100.0, steered=True))
@@ -204,15 +298,17 @@ def allocation_experiment(racks: int, jobs: int, seed: int) -> dict[str, Any]:
                 run = service * ((1 - COMM_SHARE) + COMM_SHARE * reference / bw)
                 jct.append(now + run - arrived)
                 heapq.heappush(events, (now + run, 1, "done", j))
-        out[policy] = {
+        if twin is not None:
+            duration = last
+        policies[policy] = {
             "by_shape": {s: {"requests": len(queued[s]), "queued_at_arrival": _mean(queued[s]),
                              "wait_mean_h": _mean(wait[s]), "allreduce_gbps": _mean(bandwidth[s])}
                          for s in queued},
-            "fragmentation": frag_area / last, "fragmentation_sub_rack": sub_frag_area / last,
+            **{name: area[key] / last for key, name in FRAGMENTATION.items()},
             "utilisation": util_area / last,
             "jct_p50_h": statistics.median(jct), "jct_p95_h": statistics.quantiles(jct, n=20)[-1],
-            "fragmented_placements": fragmented, "served": len(jct)}
-    return out
+            "fragmented_placements": fragmented, "served": len(jct), "cpu_s": round(time.process_time() - cpu, 1)}
+    return {"policies": policies, "same_states": counterfactual.summary(policies["contiguous only"], duration)}
 
 
 def _mean(values: list[float] | list[int]) -> float:
@@ -418,37 +514,111 @@ def failures_experiment(racks: int, seed: int) -> dict[str, Any]:
 
 # ---- output ----
 
+def _allocation_tables(result: dict[str, Any]) -> list[str]:
+    inj = result["injection"]
+    lines = []
+    for mix_name, mix in MIXES.items():
+        alloc = result["allocation"][mix_name]["policies"]
+        lines += [f"## Allocation, mix {mix_name!r} ({result['args']['racks']} racks, {result['args']['jobs']} jobs, "
+                  f"load {LOAD:g})", "",
+                  "| shape | mix | requests | queued at arrival: contiguous / scatter / ours | mean wait h: contiguous "
+                  "/ scatter / ours | AllReduce Gb/s per acc: contiguous / scatter / ours | raw injection: fixed → "
+                  "steered |", "|---|---|---|---|---|---|---|"]
+        for shape, share in mix.items():
+            s = _name(shape)
+            row = [alloc[p]["by_shape"][s] for p in POLICIES]
+            lines.append(f"| {s} | {share:.1%} | {row[0]['requests']} | "
+                         + " / ".join(f"{r['queued_at_arrival']:.0%}" for r in row) + " | "
+                         + " / ".join(f"{r['wait_mean_h']:.2f}" for r in row) + " | "
+                         + " / ".join(f"{r['allreduce_gbps']:.0f}" for r in row) + " | "
+                         + f"{inj[s]['fixed_links']:g} → {inj[s]['steered_links']:g} links "
+                         f"({inj[s]['steered_links'] / inj[s]['fixed_links']:.1f}×) |")
+        lines += ["", "| policy | fragmentation (next request) | fragmentation (next sub-rack request) | stranded "
+                  "(next, next sub-rack) | utilisation | JCT p50 h | JCT p95 h | fragmented placements | served |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for p in POLICIES:
+            a = alloc[p]
+            lines.append(f"| {p} | {a['fragmentation']:.3f} | {a['fragmentation_sub_rack']:.3f} | "
+                         f"{a['stranded']:.3f}, {a['stranded_sub_rack']:.3f} | "
+                         f"{a['utilisation']:.3f} | {a['jct_p50_h']:.2f} | {a['jct_p95_h']:.2f} | "
+                         f"{a['fragmented_placements']} | {a['served']} |")
+        lines.append("")
+    lines += ["## 32-chip requests on the contiguous-only run's own states (a 2x4x4 asked at every arrival)", "",
+              "| mix | probes | some rack has ≥ 32 free | contiguous-only places it | contiguous-only rejects it | "
+              "ours serves those (fragmented) | by the MILP | ours cannot: why |", "|---|---|---|---|---|---|---|---|"]
+    for mix_name in MIXES:
+        c = result["allocation"][mix_name]["same_states"]
+        rejected = c["contiguous_rejected_with_room"]
+        why = "; ".join(f"{n}× {reason}" for reason, n in c["ours_not_served_reasons"].items()) or "—"
+        lines.append(f"| {mix_name} | {c['probes']} | {c['rack_with_32_free']} | {c['contiguous_placed']} | "
+                     f"{rejected} ({_share(c['contiguous_rejected_share_with_room'])} of those with room) | "
+                     f"{c['ours_served']} ({_share(c['ours_served_share'])}) | {c['ours_served_by_milp']} | {why} |")
+    lines += ["", "Fragmentation on the same states (the contiguous-only run's; ours asked on its programmable twin); "
+              "stranded: free chips in racks with enough of them by count that still cannot host:", "",
+              "| mix | next request: contiguous → ours | next sub-rack request | stranded, next request | stranded, "
+              "next sub-rack request |", "|---|---|---|---|---|"]
+    for mix_name in MIXES:
+        same = result["allocation"][mix_name]["same_states"]["fragmentation_same_states"]
+        c, o = same["contiguous only"], same["ours"]
+        lines.append(f"| {mix_name} | " + " | ".join(
+            f"{c[k]:.3f} → {o[k]:.3f} ({_change(c[k], o[k])})" for k in FRAGMENTATION.values()) + " |")
+    lines += ["", *anchor_table(result), ""]
+    return lines
+
+
+def _change(before: float, after: float) -> str:
+    return "n/a" if before == 0 else f"{after / before - 1:+.0%}"
+
+
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def _gain(alloc: dict[str, Any], key: str) -> float:
+    return alloc["ours"][key] / alloc["contiguous only"][key] - 1
+
+
+def anchor_table(result: dict[str, Any]) -> list[str]:
+    """Morphlux's allocation anchors beside ours, with what differs in the setup."""
+    inj = result["injection"]
+    cols = []
+    for mix_name in MIXES:
+        alloc = result["allocation"][mix_name]["policies"]
+        c, o = alloc["contiguous only"], alloc["ours"]
+        gain = statistics.mean(o["by_shape"][_name(s)]["allreduce_gbps"] / c["by_shape"][_name(s)]["allreduce_gbps"]
+                               for s in SUB_RACK) - 1
+        cf = result["allocation"][mix_name]["same_states"]
+        same = cf["fragmentation_same_states"]
+        cut = {k: _change(same["contiguous only"][k], same["ours"][k]) for k in FRAGMENTATION.values()}
+        cols.append({
+            "bandwidth": f"{gain:+.0%} mean over the sub-rack shapes",
+            "fragmentation": f"same states: {cut['fragmentation']} (next request), {cut['fragmentation_sub_rack']} "
+                             f"(next sub-rack); stranded by shape: {cut['stranded']}, {cut['stranded_sub_rack']}; "
+                             f"own runs: {_gain(alloc, 'fragmentation'):+.0%}, "
+                             f"{_gain(alloc, 'fragmentation_sub_rack'):+.0%}",
+            "rejected": f"contiguous-only rejects {_share(cf['contiguous_rejected_share_with_room'])} of 2x4x4 "
+                        f"asks with ≥ 32 free in a rack; ours serves {_share(cf['ours_served_share'])} of those",
+        })
+    small = inj["2x2x1"]
+    return [f"| Morphlux anchor | paper | ours, mix {list(MIXES)[0]!r} | ours, mix {list(MIXES)[1]!r} | "
+            "what differs |", "|---|---|---|---|---|",
+            f"| allocation bandwidth | up to +66 % | {cols[0]['bandwidth']} | {cols[1]['bandwidth']} | bandwidth "
+            "counted in links (a ring's ports × link rate), no FlexNet derating; paper: FlexNet model, 64 racks |",
+            f"| small slice (2x2x1) raw injection | up to 3× | {small['steered_links'] / small['fixed_links']:.1f}× "
+            f"({small['fixed_links']:g} → {small['steered_links']:g} links) | same | same argument: 2 of 6 ports "
+            "usable on fixed wiring |",
+            f"| compute fragmentation | up to −70 % | {cols[0]['fragmentation']} | {cols[1]['fragmentation']} | "
+            f"ours: time-averaged share of free chips in racks that cannot host the next request, "
+            f"{result['args']['racks']} racks (own runs differ in load too: ours' jobs finish sooner); paper: its "
+            "own simulator and metric, TPU v4 distribution incl. multi-rack slices |",
+            f"| fragmented 32-chip requests | ~75 % rejected by contiguous allocators, served by Morphlux | "
+            f"{cols[0]['rejected']} | {cols[1]['rejected']} | ours asks a 2x4x4 at every arrival of the "
+            "contiguous-only run and places it on the same allocations over programmable racks |"]
+
+
 def tables(result: dict[str, Any]) -> str:
-    alloc, rails, fail, inj = result["allocation"], result["rails"], result["failures"], result["injection"]
-    lines = ["## Allocation (Morphlux: +66 % allocation bandwidth, −70 % fragmentation, ~75 % of fragmented "
-             "32-chip requests rejected by contiguous allocators)", "",
-             "| shape | mix | requests | queued at arrival: contiguous / scatter / ours | mean wait h: contiguous / "
-             "scatter / ours | AllReduce Gb/s per acc: contiguous / scatter / ours | raw injection: fixed → steered |",
-             "|---|---|---|---|---|---|---|"]
-    for shape, share in SHAPES.items():
-        s = _name(shape)
-        row = [alloc[p]["by_shape"][s] for p in POLICIES]
-        lines.append(f"| {s} | {share:.1%} | {row[0]['requests']} | "
-                     + " / ".join(f"{r['queued_at_arrival']:.0%}" for r in row) + " | "
-                     + " / ".join(f"{r['wait_mean_h']:.2f}" for r in row) + " | "
-                     + " / ".join(f"{r['allreduce_gbps']:.0f}" for r in row) + " | "
-                     + f"{inj[s]['fixed_links']:g} → {inj[s]['steered_links']:g} links "
-                     f"({inj[s]['steered_links'] / inj[s]['fixed_links']:.1f}×) |")
-    lines += ["", "| policy | fragmentation (next request) | fragmentation (next sub-rack request) | utilisation | "
-              "JCT p50 h | JCT p95 h | fragmented placements | served |", "|---|---|---|---|---|---|---|---|"]
-    for p in POLICIES:
-        a = alloc[p]
-        lines.append(f"| {p} | {a['fragmentation']:.3f} | {a['fragmentation_sub_rack']:.3f} | {a['utilisation']:.3f} | "
-                     f"{a['jct_p50_h']:.2f} | {a['jct_p95_h']:.2f} | {a['fragmented_placements']} | {a['served']} |")
-    c, o = alloc["contiguous only"], alloc["ours"]
-    sub = [_name(s) for s in SUB_RACK]
-    gain = statistics.mean(o["by_shape"][s]["allreduce_gbps"] / c["by_shape"][s]["allreduce_gbps"] for s in sub) - 1
-    lines += ["", f"Ours vs contiguous-only: sub-rack AllReduce bandwidth {gain:+.0%} (mean over the four sub-rack "
-              f"shapes; paper: up to +66 %); fragmentation {o['fragmentation'] / c['fragmentation'] - 1:+.0%} over all "
-              f"requests, {o['fragmentation_sub_rack'] / c['fragmentation_sub_rack'] - 1:+.0%} for sub-rack ones "
-              f"(paper: up to −70 %); 2x4x4 queued at arrival {c['by_shape']['2x4x4']['queued_at_arrival']:.0%} → "
-              f"{o['by_shape']['2x4x4']['queued_at_arrival']:.0%} (paper: ~75 % rejected by baselines, served by "
-              f"Morphlux).", ""]
+    rails, fail = result["rails"], result["failures"]
+    lines = _allocation_tables(result)
     lines += ["## Rails (32 hosts × 8 GPUs, 300 arrivals with releases)", "",
               "| placement | jobs | cross-rail GB / job-iteration | TP GB off scale-up (total) | predicted comm "
               "ms / iteration (mean, p95) | vs the same job rail-aligned on an empty cluster |",
@@ -479,6 +649,12 @@ def tables(result: dict[str, Any]) -> str:
             seen.add(kind)
             lines.append(f"| {kind} | " + " + ".join(f"{c} {v:g}" for c, v in parts.items())
                          + f" | {sum(parts.values()):g} |")
+    optical, electrical = fail["in-rack optical swap"], fail["electrical degraded swap"]
+    lines += ["", f"Failure must-shows: handled in-rack with 4 spares per 64: {optical['share_in_rack']:.1%} "
+              f"(≥ 95 %: {'met' if optical['share_in_rack'] >= 0.95 else 'NOT met'}); post-recovery throughput "
+              f"{optical['post_recovery_throughput']:.2f} optical vs {electrical['post_recovery_throughput']:.2f} "
+              f"electrical ({optical['post_recovery_throughput'] / electrical['post_recovery_throughput']:.1f}×; "
+              "LUMION: nearly 2×); recovery time = the sum of its components (the table's last column)."]
     return "\n".join(lines)
 
 
@@ -492,23 +668,35 @@ def figure(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    alloc, fail, rails = result["allocation"], result["failures"], result["rails"]
-    shapes = [_name(s) for s in SHAPES]
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    fail, rails = result["failures"], result["rails"]
+    fig, axes = plt.subplots(2, 3, figsize=(16, 8))
     width = 0.27
+    default = result["allocation"]["tpu-v4"]["policies"]
+    shapes = [_name(s) for s in SHAPES]
     for i, p in enumerate(POLICIES):
         xs = [k + (i - 1) * width for k in range(len(shapes))]
-        axes[0][0].bar(xs, [alloc[p]["by_shape"][s]["queued_at_arrival"] for s in shapes], width, label=p)
-        axes[0][1].bar(xs, [alloc[p]["by_shape"][s]["allreduce_gbps"] for s in shapes], width, label=p)
-    for ax, title in ((axes[0][0], "share queued at arrival"), (axes[0][1], "AllReduce Gb/s per accelerator")):
-        ax.set_xticks(range(len(shapes)), shapes)
+        axes[0][0].bar(xs, [default[p]["by_shape"][s]["queued_at_arrival"] for s in shapes], width, label=p)
+        axes[0][1].bar(xs, [default[p]["by_shape"][s]["allreduce_gbps"] for s in shapes], width, label=p)
+        mixes = list(MIXES)
+        axes[0][2].bar([k + (i - 1) * width for k in range(len(mixes))],
+                       [result["allocation"][m]["policies"][p]["fragmentation"] for m in mixes], width, label=p)
+    axes[0][2].set_xticks(range(len(MIXES)), [f"mix {m}" for m in MIXES])
+    for ax, title in ((axes[0][0], "share queued at arrival (mix tpu-v4)"),
+                      (axes[0][1], "AllReduce Gb/s per accelerator (mix tpu-v4)"),
+                      (axes[0][2], "fragmentation (next request)")):
+        if ax is not axes[0][2]:
+            ax.set_xticks(range(len(shapes)), shapes)
         ax.set_title(title)
-        ax.legend()
+        ax.legend(fontsize=8)
+    counter = [result["allocation"][m]["same_states"] for m in MIXES]
+    axes[1][0].bar([f"mix {m}" for m in MIXES], [c["ours_served_share"] or 0.0 for c in counter])
+    axes[1][0].set_ylim(0, 1)
+    axes[1][0].set_title("2x4x4 asks contiguous-only rejects with room:\nshare ours serves on the same state")
     modes = list(MODES)
-    axes[1][0].barh(modes, [fail[m]["goodput_lost_acc_h_per_failure"] for m in modes])
-    axes[1][0].set_title(f"goodput lost per failure (acc·h over {HORIZON_H:g} h)")
-    axes[1][1].bar(list(rails), [r["comm_ms_per_iteration_mean"] for r in rails.values()])
-    axes[1][1].set_title("predicted comm ms per iteration (rails)")
+    axes[1][1].barh(modes, [fail[m]["goodput_lost_acc_h_per_failure"] for m in modes])
+    axes[1][1].set_title(f"goodput lost per failure (acc·h over {HORIZON_H:g} h)")
+    axes[1][2].bar(list(rails), [r["comm_ms_per_iteration_mean"] for r in rails.values()])
+    axes[1][2].set_title("predicted comm ms per iteration (rails)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -519,16 +707,23 @@ def main() -> None:
     parser.add_argument("--racks", type=int, default=4)
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for fabric.json and fabric.png")
     args = parser.parse_args()
-    result = {"allocation": allocation_experiment(args.racks, args.jobs, args.seed), "injection": injection_bandwidth(),
+    started, cpu = time.perf_counter(), time.process_time()
+    result = {"allocation": {name: allocation_experiment(mix, args.racks, args.jobs, args.seed)
+                             for name, mix in MIXES.items()},
+              "injection": injection_bandwidth(),
               "rails": rails_experiment(args.seed), "failures": failures_experiment(args.racks, args.seed),
-              "setup": {"shapes": {_name(s): w for s, w in SHAPES.items()}, "load": LOAD, "comm_share": COMM_SHARE,
-                        "horizon_h": HORIZON_H},
+              "setup": {"mixes": {name: {_name(s): w for s, w in mix.items()} for name, mix in MIXES.items()},
+                        "probe": _name(PROBE), "load": LOAD, "comm_share": COMM_SHARE, "horizon_h": HORIZON_H},
               "anchors": ANCHORS, "args": vars(args)}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "fabric.json").write_text(json.dumps(result, indent=1, sort_keys=True))
-    figure(result, RESULTS / "fabric.png")
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    result["cpu_s"] = round(time.process_time() - cpu, 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "fabric.json").write_text(json.dumps(result, indent=1, sort_keys=True, default=str))
+    figure(result, args.out / "fabric.png")
     print(tables(result))
+    print(f"\n(wall time {result['wall_s']:.0f} s, CPU time {result['cpu_s']:.0f} s: one core)")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ Kumar, Ding et al., ASPLOS'26).
    (:func:`propius.fabric.torus.ring_shares`).
 
 Contiguous slices on programmable racks record their adjacencies too, as one-hop paths, so fibre loads
-count every circuit.
+count every circuit; a free block whose one-hop paths do not fit (another slice's light paths pass between
+its servers) is skipped like a busy one.
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ class TorusPlacement(Placement):
         grids = [RackGrid.of(state, r.id) for r in state.fabric.racks if r.torus is not None]
         if not grids:
             return Unplaceable("the fabric has no torus rack")
+        free = set(state.free())
         for grid in grids:
-            found = self._contiguous(state, grid, shape)
+            found = self._contiguous(state, grid, shape, free)
             if found is not None:
                 return found
         if not self.fragmented:
@@ -72,7 +74,7 @@ class TorusPlacement(Placement):
         for grid in grids:
             if not grid.programmable:
                 continue
-            found = self._fragmented(state, grid, shape)
+            found = self._fragmented(state, grid, shape, free)
             if found is not None and (best is None or _worst(state, found) < _worst(state, best)):
                 best = found
         if best is None:
@@ -81,8 +83,7 @@ class TorusPlacement(Placement):
         return best
 
     # ---- contiguous ----
-    def _contiguous(self, state: FabricState, grid: RackGrid, shape: Coord) -> Allocation | None:
-        free = set(state.free())
+    def _contiguous(self, state: FabricState, grid: RackGrid, shape: Coord, free: set[str]) -> Allocation | None:
         for oriented in orientations(shape, grid.dims):
             for origin in aligned_origins(oriented, grid.dims):
                 coords = [tuple(o + d for o, d in zip(origin, delta, strict=True))
@@ -90,6 +91,8 @@ class TorusPlacement(Placement):
                 accs = tuple(grid.acc_at[c] for c in coords)  # type: ignore[index]
                 if all(a in free for a in accs):
                     fibre = self._direct_circuits(state, grid, origin, oriented) if grid.programmable else ()
+                    if fibre and not _fits(state, fibre):  # another slice's light paths pass through here
+                        continue
                     return Allocation(accs, fibre=fibre,
                                       rings=ring_shares(oriented, grid.dims, grid.link_gbps, steered=grid.programmable),
                                       how=f"contiguous {'x'.join(map(str, oriented))} at {origin} in {grid.rack}")
@@ -106,11 +109,10 @@ class TorusPlacement(Placement):
         return tuple(FibreCircuit((hosts[a], hosts[b]), width) for a, b, width in slots.adjacencies)
 
     # ---- fragmented ----
-    def _fragmented(self, state: FabricState, grid: RackGrid, shape: Coord) -> Allocation | None:
+    def _fragmented(self, state: FabricState, grid: RackGrid, shape: Coord, free: set[str]) -> Allocation | None:
         slots = _slots(shape, grid)
         if slots is None or not slots.adjacencies:
             return None
-        free = set(state.free())
         servers = [h for h in grid.host_at.values() if all(a in free for a in grid.host_accelerators(h))]
         if len(servers) < len(slots.cells):
             return None
@@ -292,6 +294,15 @@ def _milp(state: FabricState, slots: _Slots, servers: list[str], paths: Paths, b
     if incumbent is not None and _load(state, circuits) >= _load(state, incumbent[1]):
         return None
     return hosts, circuits
+
+
+def _fits(state: FabricState, circuits: tuple[FibreCircuit, ...]) -> bool:
+    """Whether the circuits fit in the fibres their edges have left."""
+    added: Counter[frozenset[str]] = Counter()
+    for circuit in circuits:
+        for edge in circuit.edges():
+            added[edge] += circuit.width
+    return all(state.edge_load(*edge) + n <= state.fibres.get(edge, 0) for edge, n in added.items())
 
 
 def _load(state: FabricState, circuits: tuple[FibreCircuit, ...]) -> int:

@@ -16,15 +16,19 @@ accelerator has six torus ports. A slice's logical topology is one ring per dime
 from __future__ import annotations
 
 import itertools
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
+from propius.fabric.model import Fabric
 from propius.fabric.state import FabricState, RingShare
 
 __all__ = ["PORTS", "RackGrid", "aligned_origins", "orientations", "ring_shares", "shortest_paths"]
 
 PORTS = 6
 Coord = tuple[int, int, int]
+_GRID_CACHE = 64
+_GRIDS: OrderedDict[tuple[int, str], tuple[Fabric, RackGrid]] = OrderedDict()
+"""(id of a fabric, rack) -> (that fabric, its grid); the fabric is kept so its id cannot be reused while cached."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,21 @@ class RackGrid:
 
     @classmethod
     def of(cls, state: FabricState, rack: str) -> RackGrid:
+        """The grid of ``rack``; built once per fabric object (a fabric is immutable) and kept in a small cache,
+        because placement asks for every rack's grid on every request."""
+        key = (id(state.fabric), rack)
+        cached = _GRIDS.get(key)
+        if cached is not None and cached[0] is state.fabric:
+            _GRIDS.move_to_end(key)
+            return cached[1]
+        grid = cls._build(state, rack)
+        _GRIDS[key] = (state.fabric, grid)
+        while len(_GRIDS) > _GRID_CACHE:
+            _GRIDS.popitem(last=False)
+        return grid
+
+    @classmethod
+    def _build(cls, state: FabricState, rack: str) -> RackGrid:
         spec = state.racks[rack]
         assert spec.torus is not None, f"rack {rack} has no torus"
         accs = [a for a in state.fabric.accelerators if state.hosts[a.host].rack == rack]
@@ -58,8 +77,8 @@ class RackGrid:
         brick = tuple(max(c[i] for c in first) - min(c[i] for c in first) + 1 for i in range(3))
         host_at = {tuple(min(c[i] for c in coords) // brick[i] for i in range(3)): host
                    for host, coords in by_host.items()}
-        link = next((lk.bandwidth_gbps for lk in state.fabric.links
-                     if lk.kind == "torus" and lk.a in set(acc_at.values())), 100.0)
+        members = set(acc_at.values())
+        link = next((lk.bandwidth_gbps for lk in state.fabric.links if lk.kind == "torus" and lk.a in members), 100.0)
         return cls(rack, spec.torus, brick, acc_at, host_at, spec.programmable, link)  # type: ignore[arg-type]
 
     def host_accelerators(self, host: str) -> list[str]:

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from control_plane.store import Store
 from propius.config import Settings
+from propius.fabric import Allocation, Fabric
 from propius.specs import JobSpec
 from propius.trace.card import write_card
 from propius.trace.chrome import NoTraceError, build_rank_traces
 from propius.trace.format import RUN_SCRIPT, card_file, data_point_name, rank_file
+from propius.trace.hardware import hardware_from_fabric
 from propius.trace.runscript import run_script
 from propius.trace.workload import JobFacts, build_card
 
@@ -77,13 +79,21 @@ def export_job(
     launch_command: str | None = None,
     policy: str | None = None,
     transport: str = "grpc+redis",
+    fabric: Fabric | None = None,
+    allocation: Allocation | None = None,
 ) -> Path:
     """Write the data point of ``job_id`` under ``out_dir``; returns its folder ``out_dir/<name>``, ``<name>``
     after CCL-Bench's naming convention (:func:`propius.trace.format.data_point_name`).
 
     ``policy``: the card's sharing policy; default: the one recorded when the job registered.
-    Raises KeyError for an unknown job and NoTraceError for a job without a recorded round.
+    ``fabric`` and ``allocation`` (together): a cloud job's placement; the card's hardware section is then
+    read from them (:func:`propius.trace.hardware.hardware_from_fabric`) instead of left null.
+    Raises KeyError for an unknown job, NoTraceError for a job without a recorded round, and ValueError
+    for only one of ``fabric`` and ``allocation`` (FabricError, a ValueError, for an allocation not on it).
     """
+    if (fabric is None) != (allocation is None):
+        raise ValueError("give both fabric and allocation, or neither")
+    hardware = hardware_from_fabric(fabric, allocation) if fabric is not None and allocation is not None else None
     job = store.get_job(job_id)
     if job is None:
         raise KeyError(f"no such job {job_id!r}")
@@ -94,7 +104,8 @@ def export_job(
     spec = JobSpec.parse(job.spec_json)
     facts = JobFacts(job, spec, store.rounds(job_id), store.bindings(job_id), records, traces)
     policy = policy or recorded_policy(store, job_id) or UNKNOWN_POLICY
-    card = build_card(facts, contributor=contributor, contact=contact, policy=policy, transport=transport)
+    card = build_card(facts, contributor=contributor, contact=contact, policy=policy, transport=transport,
+                      hardware=hardware)
 
     name = data_point_name(model=spec.task.model, demand=spec.demand, job=job.name, group=contributor)
     out_dir = Path(out_dir)

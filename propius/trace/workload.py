@@ -109,7 +109,7 @@ def _transfer_gbps(records: Sequence[TraceEventRecord]) -> dict[str, Any]:
     return {"transfers": len(rates), "median": round(statistics.median(rates), 6), "max": round(max(rates), 6)}
 
 
-def _notes(facts: JobFacts, policy: str, transport: str) -> dict[str, Any]:
+def _notes(facts: JobFacts, policy: str, transport: str, from_fabric: bool) -> dict[str, Any]:
     spec, task = facts.spec, facts.spec.task
     filled = [facts.traces.filled_slots[r] for r in facts.traces.rounds]
     outcomes = [b.outcome for b in facts.bindings]
@@ -152,11 +152,17 @@ def _notes(facts: JobFacts, policy: str, transport: str) -> dict[str, Any]:
         "batch_size_derivation": "workload.data.batch_size = sum over accepted clients of local_steps x "
                                  "min(batch_size, client dataset size), mean over profiled rounds",
         "effective_transfer_gbps": _transfer_gbps(facts.records),
-        "bandwidth_gbps_null_because": "clients reach the aggregator over their own, unmeasured links",
+        **({"hardware_source": "the fabric the job's accelerators were placed on (propius.trace.hardware): "
+                               "bandwidths are the fabric's link rates per accelerator, not measured"}
+           if from_fabric else
+           {"bandwidth_gbps_null_because": "clients reach the aggregator over their own, unmeasured links"}),
     }
 
 
-def build_card(facts: JobFacts, *, contributor: str, contact: str, policy: str, transport: str) -> Card:
+def build_card(facts: JobFacts, *, contributor: str, contact: str, policy: str, transport: str,
+               hardware: Hardware | None = None) -> Card:
+    """The card; ``hardware``: a cloud job's section from its fabric (:func:`propius.trace.hardware.
+    hardware_from_fabric`), else the edge job's (a star of client devices, link bandwidths unknown)."""
     spec, task = facts.spec, facts.spec.task
     profiled = len(facts.traces.rounds)
     slots = max(facts.traces.documents) if facts.traces.documents else 0
@@ -174,7 +180,7 @@ def build_card(facts: JobFacts, *, contributor: str, contact: str, policy: str, 
                                precision=str(task.options.get("precision", "fp32")), epochs=1,
                                iteration=profiled, model_arch=_model_arch(task)),
             data=DataSection(batch_size=_samples_per_round(facts), seq_len=None, dataset=str(dataset)),
-            hardware=Hardware(
+            hardware=hardware or Hardware(
                 network_topo=NetworkTopology(topology="star", bandwidth_gbps=[None, None]),
                 xpu_spec=XpuSpec(type="cpu", model="client-device", total_count=len(_serving_clients(facts)),
                                  count_per_node=1),
@@ -190,5 +196,5 @@ def build_card(facts: JobFacts, *, contributor: str, contact: str, policy: str, 
             protocol_selection=["tcp"],
         ),
         metric_source=MetricSource(traces=["json"], metrics_specific_trace=[]),
-        collection_notes=_notes(facts, policy, transport),
+        collection_notes=_notes(facts, policy, transport, from_fabric=hardware is not None),
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.fabric import Links, can_host, comm_time, injection_bandwidth
+from benchmarks.fabric import Counterfactual, Links, can_host, comm_time, injection_bandwidth, unusable
+from policies.placement import TorusPlacement
 from propius.fabric import Allocation, FabricState
 from propius.fabric.generators import rail_cluster, torus_racks
 from propius.fabric.request import Parallelism
@@ -44,3 +45,23 @@ def test_small_slices_get_three_times_the_raw_injection_bandwidth_with_steering(
     links = injection_bandwidth()
     assert links["2x2x1"] == {"fixed_links": 2.0, "steered_links": 6.0}
     assert links["4x4x4"] == {"fixed_links": 6.0, "steered_links": 6.0}
+
+
+def test_a_32_chip_request_stranded_by_shape_is_served_on_the_programmable_twin() -> None:
+    # One 4x4x4 rack, every other server held (z = 1 and 3): 32 free chips, no aligned 2x4x4 block.
+    fixed, twin = FabricState(torus_racks(1, programmable=False)), FabricState(torus_racks(1))
+    for state in (fixed, twin):
+        grid = RackGrid.of(state, "r0")
+        for k, host in enumerate(grid.host_at.values()):
+            if k % 2:
+                state.allocate(f"j{k}", Allocation(tuple(grid.host_accelerators(host))))
+    free = set(fixed.free())
+    assert len(free) == 32
+    probe = Counterfactual()
+    probe.ask(fixed, twin, TorusPlacement(fragmented=False), TorusPlacement(time_budget_s=0.2))
+    assert (probe.probes, probe.room, probe.contiguous, probe.served) == (1, 1, 0, 1)
+    # The rack's 32 free chips are stranded for contiguous-only (enough by count, wrong shape), not for ours;
+    # for a whole-rack request they are unusable for both, but by count, so not stranded.
+    assert unusable("contiguous only", fixed, [RackGrid.of(fixed, "r0")], (2, 4, 4), free) == (32, 32)
+    assert unusable("ours", twin, [RackGrid.of(twin, "r0")], (2, 4, 4), free) == (0, 0)
+    assert unusable("ours", twin, [RackGrid.of(twin, "r0")], (4, 4, 4), free) == (32, 0)

@@ -19,8 +19,9 @@ from policies.placement import (
     load_placement,
 )
 from policies.registry import PolicyOptionError
-from propius.fabric import Allocation, CloudRequest, FabricState
+from propius.fabric import Allocation, CloudRequest, FabricState, FibreCircuit
 from propius.fabric.generators import rail_cluster, torus_racks
+from propius.fabric.torus import RackGrid
 from propius.fabric.traffic import traffic_split
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,3 +164,26 @@ def test_the_plugins_are_found_through_their_entry_points(installed: dict[str, s
         load_placement("torus", time_budget=1)
     with pytest.raises(UnknownPlacementError, match="unknown placement 'best'; installed: .*first-fit"):
         load_placement("best")
+
+
+def test_a_rack_grid_is_built_once_per_fabric_object() -> None:
+    state = FabricState(torus_racks(2))
+    grid = RackGrid.of(state, "r1")
+    assert RackGrid.of(FabricState(state.fabric), "r1") is grid  # same fabric object, another state: cached
+    other = RackGrid.of(FabricState(torus_racks(2, 4, 4, 2)), "r1")  # another fabric: its own grid
+    assert other is not grid and other.dims == (4, 4, 2) and grid.dims == (4, 4, 4)
+
+
+def test_a_free_block_crossed_by_another_slices_light_path_is_skipped() -> None:
+    # 4x4x2 rack of 2x2x1 servers, 8 fibres per edge. A 2x2x2 at origin (0,0,0) is servers h0 and h1, joined
+    # by a two-server z-ring of width 8. Job "t" (on h2) has a light path between h0 and h1 using one fibre:
+    # the block is free but its ring no longer fits, so the next aligned block is taken.
+    state = FabricState(torus_racks(1, 4, 4, 2))
+    grid = RackGrid.of(state, "r0")
+    transit = FibreCircuit(("r0-h0", "r0-h1"), 1)
+    state.allocate("t", Allocation(tuple(grid.host_accelerators("r0-h2")), fibre=(transit,)))
+    found = TorusPlacement(fragmented=False).place(CloudRequest(count=8, shape=(2, 2, 2)), state)
+    assert isinstance(found, Allocation)
+    assert not {state.accelerators[a].host for a in found.accelerators} & {"r0-h0", "r0-h1", "r0-h2"}
+    state.allocate("slice", found)
+    state.check_invariants()

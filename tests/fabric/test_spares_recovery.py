@@ -95,3 +95,27 @@ def test_ocs_circuits_follow_the_spare_to_its_port() -> None:
     assert recovery.kind == "electrical swap"  # a rail cluster's rack is not programmable
     assert state.circuits("rail0") == {0: 2, 2: 0}  # host 1's port 1 replaced by the spare's port 2
     state.check_invariants()
+
+
+def test_every_recovery_time_is_the_sum_of_its_parameterised_components() -> None:
+    # Distinct powers of two make every sum unique: a component counted twice or left out changes it.
+    params = RecoveryParams(detect_s=1, program_s=2, restart_s=4, comm_init_s=8, first_step_s=16,
+                            checkpoint_interval_s=64, migrate_restore_s=128, repair_s=256)
+    lost = params.checkpoint_interval_s / 2
+    optical, placed = _with_job(programmable=True)
+    assert recover(optical, placed.accelerators[0], params).time_s == 1 + 2 + 4 + 8 + 16 + lost
+    electrical, placed = _with_job(programmable=False)
+    assert recover(electrical, placed.accelerators[0], params).time_s == 1 + 4 + 8 + 16 + lost
+
+    def elsewhere(s: FabricState, n: int) -> Allocation | None:
+        found = TorusPlacement().place(CloudRequest(count=n), s)
+        return found if isinstance(found, Allocation) else None
+
+    state = FabricState(torus_racks(2, 4, 4, 2))
+    first = TorusPlacement().place(CloudRequest(count=32), state)
+    assert isinstance(first, Allocation)
+    state.allocate("job", first)
+    moved = recover(state, first.accelerators[0], params, relocate=elsewhere)
+    assert moved.kind == "migrate" and moved.time_s == 1 + 128 + 8 + 16 + lost
+    queued = recover(state, state.allocations["job"].accelerators[0], params, relocate=elsewhere)
+    assert queued.kind == "queue" and queued.time_s == 1 + 256 + lost
