@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
+from typing import Protocol
 
 import grpc
 
@@ -22,7 +23,9 @@ from control_plane.journal import Journal
 from control_plane.rounds import RoundManager
 from control_plane.scheduling.state import ActiveJob
 from control_plane.store import Store
+from propius.fabric.model import Fabric
 from propius.fabric.request import CloudRequest
+from propius.fabric.state import Allocation
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.specs import JobSpec
@@ -33,10 +36,15 @@ log = logging.getLogger(__name__)
 
 _MAX_SPEC_BYTES = 256 * 1024
 
-TraceExporter = Callable[[Store, str], Awaitable[Path | None]]
-"""Writes a completed job's trace, read from the durable store, out of the control plane (e.g. as a CCL-Bench
-data point, :func:`propius.trace.export.data_point_exporter`); returns where it went, or None when nothing was written.
-Called from CompleteJob after the journal is flushed: a job that cannot be exported is logged, never raised."""
+class TraceExporter(Protocol):
+    """Writes a completed job's trace, read from the durable store, out of the control plane (e.g. as a CCL-Bench
+    data point, :func:`propius.trace.export.data_point_exporter`); returns where it went, or None when nothing was
+    written. ``placement``: a cloud job's fabric and allocation, read before CompleteJob releases them (its card's
+    hardware section comes from them). Called after the journal is flushed: a failed export is logged, never
+    raised."""
+
+    def __call__(self, store: Store, job_id: str, *,
+                 placement: tuple[Fabric, Allocation] | None = None) -> Awaitable[Path | None]: ...
 
 
 class JobService(pb_grpc.JobServiceServicer):
@@ -150,8 +158,10 @@ class JobService(pb_grpc.JobServiceServicer):
                      extra={"job_id": job_id})
             return None
         await self._journal.flush()  # the last round's spans are still write-behind
+        allocation, _, state = self._fabric.placement_of(job_id)
+        placement = (state.fabric, allocation) if allocation is not None and state is not None else None
         try:
-            return await self._exporter(self._store, job_id)
+            return await self._exporter(self._store, job_id, placement=placement)
         except Exception:
             log.exception("trace export of job %s failed", job_id, extra={"job_id": job_id})
             return None

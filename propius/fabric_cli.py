@@ -23,6 +23,7 @@ from propius.auth_cli import with_api_key
 from propius.channels import sync_channel
 from propius.config import ChannelSecurity
 from propius.fabric.model import AcceleratorState, FabricError, load_fabric, parse_fabric
+from propius.fabric.plot import render_png
 from propius.fabric.snapshot import FabricSnapshot, restore
 from propius.fabric.state import FabricState
 from propius.fabric_bench_cli import aggregate_bench
@@ -120,7 +121,10 @@ def fabric_tables(state: FabricState, waiting: list[pb.JobPlacement]) -> Group:
 
 @fabric_app.command("show")
 @tls_options
-def fabric_show(server: Server = DEFAULT_SERVER, *, security: ChannelSecurity) -> None:
+def fabric_show(server: Server = DEFAULT_SERVER,
+                png: Annotated[Path | None, typer.Option(dir_okay=False, help="also draw the fabric into this PNG "
+                                                         "file (needs matplotlib: the sim or dev extra)")] = None,
+                *, security: ChannelSecurity) -> None:
     """Racks, hosts and accelerators by state and holding job, rails with their circuits, what waits."""
     channel, stub = _stub(server, security)
     with channel:
@@ -129,7 +133,11 @@ def fabric_show(server: Server = DEFAULT_SERVER, *, security: ChannelSecurity) -
         console.print("no fabric loaded (`propius fabric load FILE`)")
         return
     console.print(f"fabric version {info.version}, placement {info.placement}")
-    console.print(fabric_tables(shown_state(info), list(info.waiting)))
+    state = shown_state(info)
+    console.print(fabric_tables(state, list(info.waiting)))
+    if png is not None:
+        render_png(state, png)
+        console.print(f"drawn into {png}")
 
 
 @fabric_app.command("fail")

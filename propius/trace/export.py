@@ -147,7 +147,8 @@ def data_point_exporter(settings: Settings) -> TraceExporter:
     recorded with the job."""
     out_dir = settings.trace_export_dir or settings.data_dir / "traces"
 
-    async def export(store: Store, job_id: str) -> Path | None:
-        return await asyncio.to_thread(try_export_job, store, job_id, out_dir)
+    async def export(store: Store, job_id: str, *, placement: tuple[Fabric, Allocation] | None = None) -> Path | None:
+        fabric, allocation = placement if placement is not None else (None, None)
+        return await asyncio.to_thread(try_export_job, store, job_id, out_dir, fabric=fabric, allocation=allocation)
 
     return export

@@ -33,8 +33,9 @@ async def test_fabric_commands(tmp_path, plane) -> None:
         spec = JobSpec.parse({"name": "tuned", "demand": 1, "cloud": {"count": 4}}).to_json()
         job = await pb_grpc.JobServiceStub(channel).RegisterJob(pb.RegisterJobRequest(spec_json=spec))
 
-    shown = await asyncio.to_thread(propius, "fabric", "show", *server, env=env)
+    shown = await asyncio.to_thread(propius, "fabric", "show", "--png", str(tmp_path / "fabric.png"), *server, env=env)
     assert shown.returncode == 0, shown.stderr
+    assert (tmp_path / "fabric.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert "fabric version 2, placement rail-aligned" in shown.stdout
     host_h0 = next(line for line in shown.stdout.splitlines() if "0: h0-g0 allocated" in line)
     assert job.job_id in host_h0 and "r0 (programmable)" in host_h0

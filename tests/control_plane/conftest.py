@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from control_plane.app import ControlPlane
+from control_plane.job_service import TraceExporter
 from data_plane.tensors import decode, encode
 from propius.config import Settings
 from propius.proto import propius_pb2 as pb
@@ -38,8 +39,8 @@ class Planes:
         self.settings = settings
         self._running: list[ControlPlane] = []
 
-    async def start(self, **overrides) -> ControlPlane:
-        plane = ControlPlane(Settings(**{**self.settings.model_dump(), **overrides}))
+    async def start(self, *, trace_exporter: TraceExporter | None = None, **overrides) -> ControlPlane:
+        plane = ControlPlane(Settings(**{**self.settings.model_dump(), **overrides}), trace_exporter=trace_exporter)
         await plane.start()
         self._running.append(plane)
         return plane

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -19,6 +20,9 @@ from data_plane.tensors import decode
 from propius.fabric.model import Link
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
+from propius.trace.card import read_card
+from propius.trace.export import data_point_exporter
+from propius.trace.format import card_file
 
 CLIENTS = 4
 NVLINK = {"kind": "scale-up", "a": "h0-g0", "b": "h0-g1", "bandwidth_gbps": 900.0, "latency_us": 2.0}
@@ -117,7 +121,8 @@ async def test_sharded_job_aggregates_like_an_unsharded_one_across_a_restart(pla
             assert [(step.round, step.algorithm) for step in pool.steps] == [(0, "allreduce")]  # n=2: no StragglAR
             await planes.stop(plane)
             assert gone(first_pids)  # the plane's shutdown stopped its shards
-            plane = await planes.start(durable_updates=True)  # takes the open rounds over, folds the kept updates
+            plane = await planes.start(durable_updates=True,  # takes the open rounds over, folds the kept updates
+                                       trace_exporter=data_point_exporter(planes.settings))
             stubs = await stub_factory(plane.address)
             pool = plane.rounds.pools.get(sharded)
             assert pool is not None and pool.pids != first_pids and plane.rounds._aggregators[sharded].results == 2
@@ -132,7 +137,11 @@ async def test_sharded_job_aggregates_like_an_unsharded_one_across_a_restart(pla
     assert [step.round for step in pool.steps] == [1] and set(pool.tracker.ewma) == {0, 1}
     pids = list(pool.pids)
     assert not gone(pids)
-    await stubs.jobs.CompleteJob(pb.JobRef(job_id=sharded, job_token=sharded_token))
+    done = await stubs.jobs.CompleteJob(pb.JobRef(job_id=sharded, job_token=sharded_token, export_trace=True))
+    folder = Path(done.trace_dir)
+    card = read_card(folder / card_file(folder.name))  # the hardware section read from the job's placement
+    assert card.workload.hardware.network_topo.bandwidth_gbps[1] == NVLINK["bandwidth_gbps"]
+    assert card.workload.hardware.xpu_spec.total_count == 2
     assert plane.rounds.pools.get(sharded) is None and plane.rounds.pools.processes == 0
     assert gone(pids) and not pool.workdir.exists()
 
