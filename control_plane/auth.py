@@ -26,6 +26,7 @@ from control_plane.rate_limit import RateLimiter
 from control_plane.scheduling.state import ActiveJob
 from propius.config import Settings
 from propius.proto import DEVICE_TOKEN_HEADER as DEVICE_HEADER
+from propius.retry_after import retry_after_text
 from propius.specs import JobSpec
 
 __all__ = ["OPEN", "Caller", "Guard", "check_drive", "check_read", "owned_spec"]
@@ -229,7 +230,7 @@ class Guard:
 
     def _check_failures(self, context: grpc.aio.ServicerContext) -> None:
         if wait_s := self._failures.wait_s(_peer_host(context)):
-            raise ResourceExhausted(f"too many unknown credentials from this address; retry after {wait_s:.2f} s")
+            raise ResourceExhausted(f"too many unknown credentials from this address; {retry_after_text(wait_s)}")
 
     def _failed(self, context: grpc.aio.ServicerContext) -> None:
         self._failures.take(_peer_host(context))
@@ -238,4 +239,4 @@ class Guard:
 def _limit(limiter: RateLimiter, key: str, who: str) -> None:
     if wait_s := limiter.take(key):
         raise ResourceExhausted(f"rate limit of {who} ({limiter.rate_per_s:g} calls/s) reached; "
-                                f"retry after {wait_s:.2f} s")
+                                f"{retry_after_text(wait_s)}")
