@@ -26,6 +26,7 @@ import random
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -40,8 +41,8 @@ from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.retry_after import RetryBudget
 from propius.specs import JobSpec
 
-__all__ = ["API_KEY_ENV", "AsyncJob", "ChannelSecurity", "Job", "RateLimited", "RetryBudget", "RoundFailed",
-           "RoundResult", "api_key_metadata"]
+__all__ = ["API_KEY_ENV", "API_KEY_FILE_ENV", "AsyncJob", "ChannelSecurity", "Job", "RateLimited", "RetryBudget",
+           "RoundFailed", "RoundResult", "api_key_metadata"]
 
 T = TypeVar("T")
 ProgressCallback = Callable[[pb.RoundInfo], None]
@@ -50,12 +51,15 @@ ProgressCallback = Callable[[pb.RoundInfo], None]
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 CHUNK_BYTES = 1 << 20
 API_KEY_ENV = "PROPIUS_API_KEY"
+API_KEY_FILE_ENV = "PROPIUS_API_KEY_FILE"  # a file holding the key (a container's mounted secret)
 
 
 def api_key_metadata(api_key: str | None = None) -> tuple[tuple[str, str], ...]:
-    """The call metadata that presents ``api_key`` (default: ``$PROPIUS_API_KEY``); none without a key
-    (a control plane in open mode needs none)."""
+    """The call metadata that presents ``api_key`` (default: ``$PROPIUS_API_KEY``, else the contents of the
+    file ``$PROPIUS_API_KEY_FILE`` names); none without a key (a control plane in open mode needs none)."""
     key = os.environ.get(API_KEY_ENV, "") if api_key is None else api_key
+    if api_key is None and not key and (path := os.environ.get(API_KEY_FILE_ENV)):
+        key = Path(path).read_text().strip()
     return (("authorization", f"Bearer {key}"),) if key else ()
 
 
@@ -129,7 +133,8 @@ class AsyncJob:
         ``ChannelSecurity(insecure=True)`` for plaintext; None: from ``PROPIUS_TLS_CA``, ``PROPIUS_TLS_CERT``,
         ``PROPIUS_TLS_KEY``, ``PROPIUS_INSECURE`` (TLS with the system's roots when none is set).
     api_key : str or None, default None
-        The submitter's API key (``propius keys create``); None: ``$PROPIUS_API_KEY``, if set.
+        The submitter's API key (``propius keys create``); None: ``$PROPIUS_API_KEY``, else the file
+        ``$PROPIUS_API_KEY_FILE`` names, if set.
     rate_limit : RetryBudget, default RetryBudget()
         How long each call waits out the control plane's rate limit (RESOURCE_EXHAUSTED with "retry after
         N s"): 10 refusals or 30 s of waiting, then :class:`RateLimited`.
