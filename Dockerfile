@@ -21,8 +21,11 @@ COPY clients clients
 RUN pip install --extra-index-url "$TORCH_INDEX_URL" ".[client]"
 
 # `propius up` keeps local state in ./propius-data; the only place under /app the runtime user may write.
-# /certs is owned by that user too, so the compose `certs` volume (created from it) is writable by `certs init`.
-RUN useradd --create-home --uid 10001 propius && mkdir -p propius-data /certs && chown propius propius-data /certs
+# /certs, /secrets and the daemons' state directory are owned by that user too, so the compose volumes
+# created from them are writable by `certs init`, the `identities` bootstrap and the daemons.
+RUN useradd --create-home --uid 10001 propius \
+    && mkdir -p propius-data /certs /secrets /home/propius/state \
+    && chown propius propius-data /certs /secrets /home/propius/state
 USER propius
 EXPOSE 50051
 CMD ["propius-client", "--help"]

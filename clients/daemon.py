@@ -117,6 +117,10 @@ def serve(
     insecure: Annotated[bool, typer.Option("--insecure", help="plaintext, no TLS (env PROPIUS_INSECURE=1)")] = False,
     enroll_token: Annotated[str, typer.Option(envvar="PROPIUS_ENROLL_TOKEN", help="enrolment token "
                             "(`propius devices token create`): devices without a credential enrol with it")] = "",
+    enroll_token_file: Annotated[Path | None, typer.Option(
+        envvar="PROPIUS_ENROLL_TOKEN_FILE", exists=True, dir_okay=False,
+        help="a file holding the enrolment token (`propius devices token create --out`), instead of "
+             "--enroll-token")] = None,
     credential_file: Annotated[Path | None, typer.Option(help="the devices' credentials (mode 0600), reused on "
                                "restart; default: credentials.json in --state-dir")] = None,
 ) -> None:
@@ -135,6 +139,10 @@ def serve(
     log.info("%d device(s) against %s", len(identities), server)
     if credential_file is None and state_dir is not None:
         credential_file = state_dir / "credentials.json"
+    if enroll_token_file is not None:
+        if enroll_token:
+            raise typer.BadParameter("give the token or its file, not both", param_hint="--enroll-token-file")
+        enroll_token = enroll_token_file.read_text().strip()
     if enroll_token and credential_file is None:
         log.warning("no --state-dir or --credential-file: credentials are lost at exit, and a client id enrols once")
     credentials = Credentials(credential_file)

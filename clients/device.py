@@ -1,9 +1,11 @@
 """One device's life: check in, accept an offer, fetch the model, train, upload, repeat.
 
 Every failure is local to the device: a restarting control plane (UNAVAILABLE) is waited out with
-jittered exponential backoff, a closed round (FAILED_PRECONDITION / NOT_FOUND) drops the task, an
-expired session (PERMISSION_DENIED) is replaced at the next check-in. A stop request ends the loop at
-the next safe point, but an update that has finished training is still uploaded.
+jittered exponential backoff, a rate limit (RESOURCE_EXHAUSTED with "retry after N s") for the time it
+asks, stretched by up to half so devices refused together spread out, a closed round
+(FAILED_PRECONDITION / NOT_FOUND) drops the task, an expired session (PERMISSION_DENIED) is replaced at
+the next check-in. A stop request ends the loop at the next safe point, but an update that has finished
+training is still uploaded.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from clients.backoff import Backoff, jittered
 from clients.codec import decode, encode
 from clients.executors import Executor, Task, TaskResult, UnknownExecutor, load_executor
 from clients.identity import DeviceIdentity, derive_seed
+from clients.rate_hint import rate_hint, throttled
 from clients.transport import CHUNK_BYTES, Stubs, read_blob, upload_messages
 from propius.proto import DEVICE_TOKEN_HEADER
 from propius.proto import propius_pb2 as pb
+from propius.retry_after import RetryBudget, stretched
 from propius.specs import Constraints, TaskConfig
 
 __all__ = ["AgentConfig", "DeviceAgent"]
@@ -56,6 +60,8 @@ class AgentConfig:
     backoff_cap_s: float = 5.0
     stopping_upload_attempts: int = 3
     """Upload tries left to a stopping device whose server is unreachable, so shutdown stays bounded."""
+    rate_limit: RetryBudget = RetryBudget(attempts=5, total_s=10.0)
+    """How long an Accept waits out the device's rate limit before the device checks in again."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,7 @@ class DeviceAgent:
                 await self._cycle()
             except grpc.aio.AioRpcError as error:
                 self._log_rpc_error(error)
-                await self._pause(self._backoff.next())
+                await self._pause(self._retry_wait(error) or self._backoff.next())
             except Exception:
                 log.exception("device %s: unexpected error; continuing", self._client_id)
                 await self._pause(self._backoff.next())
@@ -159,10 +165,11 @@ class DeviceAgent:
                 continue
             config, executor = prepared
             sent = time.time()
-            accepted = await self._stubs.clients.Accept(
-                pb.AcceptRequest(client_id=self._client_id, session_token=self._session, offer_id=offer.offer_id),
-                timeout=self._config.rpc_timeout_s, metadata=self._metadata,
-            )
+            request = pb.AcceptRequest(client_id=self._client_id, session_token=self._session, offer_id=offer.offer_id)
+            accepted = await throttled(  # a refused Accept is tried again: a new check-in would spend the token
+                lambda: self._stubs.clients.Accept(request, timeout=self._config.rpc_timeout_s,  # noqa: B023
+                                                   metadata=self._metadata),
+                self._config.rate_limit, self._rng)
             received = time.time()
             if accepted.bound:
                 offset = accepted.server_unix - (sent + received) / 2 if accepted.server_unix else 0.0
@@ -234,10 +241,11 @@ class DeviceAgent:
                                                                            metadata=self._metadata))
                 return decode(payload)
             except grpc.aio.AioRpcError as error:
-                if error.code() not in RETRYABLE or (binding.deadline_unix and time.time() > binding.deadline_unix):
+                wait_s = self._retry_wait(error)
+                if wait_s is None or (binding.deadline_unix and time.time() > binding.deadline_unix):
                     raise
                 log.info("device %s: model fetch failed (%s); retrying", self._client_id, error.code().name)
-                await asyncio.sleep(self._backoff.next())
+                await asyncio.sleep(wait_s)
 
     async def _upload(self, binding: _Binding, result: TaskResult, timings: dict[str, float]) -> None:
         """Upload a finished update, retrying while the server is unreachable and the round may still take it."""
@@ -258,10 +266,11 @@ class DeviceAgent:
                 break
             except grpc.aio.AioRpcError as error:
                 attempts += 1
-                if not self._may_retry_upload(error, binding, attempts):
+                wait_s = self._retry_wait(error)
+                if wait_s is None or not self._may_retry_upload(binding, attempts):
                     raise
                 log.info("device %s: upload failed (%s); retrying", self._client_id, error.code().name)
-                await asyncio.sleep(self._backoff.next())
+                await asyncio.sleep(wait_s)
         where = f"device {self._client_id}: job {binding.job_id} round {binding.round}"
         if reply.accepted or reply.duplicate:
             self.tasks_done += 1
@@ -269,9 +278,14 @@ class DeviceAgent:
         else:
             log.warning("%s: update not accepted", where)
 
-    def _may_retry_upload(self, error: grpc.aio.AioRpcError, binding: _Binding, attempts: int) -> bool:
-        if error.code() not in RETRYABLE:
-            return False
+    def _retry_wait(self, error: grpc.aio.AioRpcError) -> float | None:
+        """How long to wait before trying a failed call again: a rate limit's hint (stretched), backoff for an
+        unreachable server; None when trying again cannot help."""
+        if (hint_s := rate_hint(error)) is not None:
+            return stretched(hint_s, self._rng)
+        return self._backoff.next() if error.code() in RETRYABLE else None
+
+    def _may_retry_upload(self, binding: _Binding, attempts: int) -> bool:
         if binding.deadline_unix and time.time() > binding.deadline_unix:
             return False
         return not self._stop.is_set() or attempts < self._config.stopping_upload_attempts
@@ -282,8 +296,10 @@ class DeviceAgent:
         request = pb.HeartbeatRequest(
             client_id=self._client_id, session_token=self._session, job_id=binding.job_id, round=binding.round
         )
+        delay = period
         while True:
-            await asyncio.sleep(period)
+            await asyncio.sleep(delay)
+            delay = period
             try:
                 reply = await self._stubs.clients.Heartbeat(request, timeout=max(period, 1.0), metadata=self._metadata)
             except grpc.aio.AioRpcError as error:
@@ -291,6 +307,8 @@ class DeviceAgent:
                     lost.set()
                     return
                 log.debug("device %s: heartbeat failed: %s", self._client_id, error.code().name)
+                if (hint_s := rate_hint(error)) is not None:  # again as soon as allowed, not a period later
+                    delay = min(period, stretched(hint_s, self._rng))
                 continue
             if not reply.valid:
                 lost.set()
@@ -338,6 +356,8 @@ class DeviceAgent:
         code = error.code()
         if code in RETRYABLE:
             log.info("device %s: server unreachable (%s); backing off", self._client_id, code.name)
+        elif rate_hint(error) is not None:
+            log.info("device %s: rate limited (%s)", self._client_id, error.details())
         elif code == grpc.StatusCode.PERMISSION_DENIED:
             log.info("device %s: session expired; checking in again", self._client_id)
         elif code in BINDING_GONE:

@@ -17,8 +17,10 @@ from pathlib import Path
 import grpc
 
 from clients.identity import DeviceIdentity
+from clients.rate_hint import throttled
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
+from propius.retry_after import RetryBudget
 
 __all__ = ["Credentials", "enroll_devices"]
 
@@ -53,13 +55,15 @@ class Credentials:
 
 
 async def enroll_devices(channel: grpc.aio.Channel, devices: Sequence[DeviceIdentity], token: str,
-                         credentials: Credentials, timeout_s: float = 10.0) -> None:
-    """Enrol each device that has no credential yet, with ``token``; raises the server's refusal."""
+                         credentials: Credentials, timeout_s: float = 10.0,
+                         rate_limit: RetryBudget = RetryBudget()) -> None:  # noqa: B008 - frozen
+    """Enrol each device that has no credential yet, with ``token``; a rate limit is waited out within
+    ``rate_limit``; raises the server's refusal."""
     stub = pb_grpc.ClientServiceStub(channel)
     for device in devices:
         if credentials.get(device.client_id):
             continue
-        reply = await stub.Enroll(pb.EnrollRequest(enrolment_token=token, client_id=device.client_id),
-                                  timeout=timeout_s)
+        request = pb.EnrollRequest(enrolment_token=token, client_id=device.client_id)
+        reply = await throttled(lambda: stub.Enroll(request, timeout=timeout_s), rate_limit)  # noqa: B023
         credentials.save(reply.client_id, reply.device_token)
         log.info("device %s enrolled", device.client_id)

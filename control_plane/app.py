@@ -95,7 +95,6 @@ class ControlPlane:
                                  max_connections=settings.redis_connections)
         self.store = Store(settings.resolved_database_url())
         self.identities = IdentityStore(self.store.engine)
-        self.guard = Guard(settings, self.identities)
         self.audit = AuditLog(self.identities, settings.audit_max_rows, settings.audit_retention_s)
         # A lean connection for check-ins and binds (one per node on a cluster; redis-py does them for TLS URLs)
         self.pipe: ScriptedPipe | None = None
@@ -105,6 +104,7 @@ class ControlPlane:
             assert isinstance(self.redis, RedisCluster)
             self.pipe = ClusterPipe(self.redis)
         self.hot = HotState(self.redis, settings.key_prefix, keep_s=settings.blob_ttl_s, pipe=self.pipe)
+        self.guard = Guard(settings, self.identities, self.redis, self.pipe)
         self.bus = EventBus(self.redis, self.hot.events_channel)
         self.jobs = JobRegistry(self.store, max_live_per_owner=settings.max_jobs_per_owner,
                                 idle_ttl_s=settings.job_idle_ttl_s)

@@ -5,7 +5,9 @@ Job calls carry ``authorization: Bearer <API key>``; device calls carry ``x-prop
 client certificate whose common name is the client id. A missing or unknown credential is
 UNAUTHENTICATED; a known one without the role, or acting on another owner's job or another device's
 client id, is PERMISSION_DENIED; a caller over its rate is RESOURCE_EXHAUSTED with the wait in the
-message. Every check runs before the handler reads or writes anything, so a refused call leaves no trace.
+message (the rate limits' token buckets are in Redis, shared by every shard: :mod:`control_plane.shared_rate_limit`).
+Every check runs before the handler reads or writes anything, so a refused call leaves no trace but its
+caller's rate-limit bucket, which expires.
 
 In open mode (``Settings.auth == "open"``, the demo) every caller is :data:`OPEN`, allowed everything.
 """
@@ -22,10 +24,13 @@ import grpc
 
 from control_plane.errors import Conflict, PermissionDenied, ResourceExhausted, Unauthenticated
 from control_plane.identity_store import EnrolmentRefused, IdentityStore, Role, Secret
-from control_plane.rate_limit import RateLimiter
+from control_plane.redis_client import AnyRedis
+from control_plane.redis_pipe import ScriptedPipe
 from control_plane.scheduling.state import ActiveJob
+from control_plane.shared_rate_limit import SharedRateLimiter
 from propius.config import Settings
 from propius.proto import DEVICE_TOKEN_HEADER as DEVICE_HEADER
+from propius.retry_after import retry_after_text
 from propius.specs import JobSpec
 
 __all__ = ["OPEN", "Caller", "Guard", "check_drive", "check_read", "owned_spec"]
@@ -132,16 +137,24 @@ def owned_spec(spec: JobSpec, caller: Caller) -> JobSpec:
 class Guard:
     """Authenticates and rate-limits calls; the services ask it before they act."""
 
-    def __init__(self, settings: Settings, identities: IdentityStore) -> None:
+    def __init__(self, settings: Settings, identities: IdentityStore, redis: AnyRedis | None = None,
+                 pipe: ScriptedPipe | None = None) -> None:
+        """``redis`` (and its lean ``pipe``): where the rate limits' buckets are shared by every shard, when
+        ``settings.shared_rate_limits``; None: in this process."""
         self.open = settings.auth == "open"
         self._identities = identities
         self._certificates = settings.tls_require_client_cert  # a client certificate's CN is then verified
         self._keys = _Cache(settings.auth_cache_s, identities.key)
         self._devices = _Cache(settings.auth_cache_s, identities.device)
-        self._key_rate = RateLimiter(settings.key_rate_per_s, settings.key_burst, settings.rate_buckets)
-        self._device_rate = RateLimiter(settings.device_rate_per_s, settings.device_burst, settings.rate_buckets)
-        self._failures = RateLimiter(settings.auth_failures_per_s, max(1, int(settings.auth_failures_per_s * 4)),
-                                     settings.rate_buckets)
+        shared = redis if settings.shared_rate_limits else None
+
+        def limiter(name: str, rate_per_s: float, burst: int) -> SharedRateLimiter:
+            return SharedRateLimiter(shared, pipe, settings.key_prefix, name, rate_per_s, burst, settings.rate_buckets)
+
+        self._key_rate = limiter("key", settings.key_rate_per_s, settings.key_burst)
+        self._device_rate = limiter("device", settings.device_rate_per_s, settings.device_burst)
+        failures_burst = max(1, int(settings.auth_failures_per_s * 4))
+        self._failures = limiter("failures", settings.auth_failures_per_s, failures_burst)
 
     # ------------------------------------------------------------ job submitters
 
@@ -156,10 +169,10 @@ class Guard:
         key = Secret.parse(header[len(_BEARER):].strip(), "pk")
         record = None if key is None else await self._lookup(self._keys, key.id, context)
         if key is None or record is None or record.revoked_at is not None or not key.matches(record.secret_hash):
-            self._failed(context)
+            await self._failed(context)
             raise Unauthenticated("authorization: unknown or revoked API key")
         caller = Caller(actor=f"key:{record.key_id}:{record.owner}", owner=record.owner, roles=record.role_set)
-        _limit(self._key_rate, record.key_id, f"API key {record.key_id}")
+        await _limit(self._key_rate, record.key_id, f"API key {record.key_id}")
         if role is not None:
             caller.require(role)
         return caller
@@ -177,7 +190,7 @@ class Guard:
             record = None if credential is None else await self._lookup(self._devices, credential.id, context)
             if (credential is None or record is None or record.revoked_at is not None
                     or not credential.matches(record.secret_hash)):
-                self._failed(context)
+                await self._failed(context)
                 raise Unauthenticated(f"{DEVICE_HEADER}: unknown or revoked device credential")
             caller = Caller(actor=f"device:{record.device_id}:{record.client_id}", client_id=record.client_id)
         elif self._certificates and (name := _certificate_name(context)):
@@ -185,7 +198,7 @@ class Guard:
         else:
             raise Unauthenticated(f"{DEVICE_HEADER}: a device credential is required (enrol with "
                                   "`propius-client --enroll-token ...`)")
-        _limit(self._device_rate, caller.client_id, f"device {caller.client_id!r}")
+        await _limit(self._device_rate, caller.client_id, f"device {caller.client_id!r}")
         return caller
 
     @staticmethod
@@ -196,14 +209,14 @@ class Guard:
 
     # ------------------------------------------------------------ enrolment
 
-    def enrolment_token(self, context: grpc.aio.ServicerContext, text: str) -> Secret:
+    async def enrolment_token(self, context: grpc.aio.ServicerContext, text: str) -> Secret:
         """The enrolment token of an Enroll call, well-formed (whether it is known is :meth:`enroll`'s)."""
         if self.open:
             raise Conflict("this control plane runs in open mode: devices need no credential")
         token = Secret.parse(text, "pe")
         if token is None:
             raise Unauthenticated("enrolment_token: not an enrolment token (`propius devices token create`)")
-        self._check_failures(context)
+        await self._check_failures(context)
         return token
 
     async def enroll(self, context: grpc.aio.ServicerContext, token: Secret, client_id: str) -> str:
@@ -213,7 +226,7 @@ class Guard:
         except EnrolmentRefused as refusal:
             if refusal.taken:
                 raise PermissionDenied(f"client_id: {refusal}") from None
-            self._failed(context)
+            await self._failed(context)
             raise Unauthenticated(f"enrolment_token: {refusal}") from None
         return str(credential)
 
@@ -224,18 +237,18 @@ class Guard:
         unknown credentials (each costs a SQL read)."""
         if (hit := cache.fresh(ident)) is not None:
             return hit
-        self._check_failures(context)
+        await self._check_failures(context)
         return await cache.load(ident)
 
-    def _check_failures(self, context: grpc.aio.ServicerContext) -> None:
-        if wait_s := self._failures.wait_s(_peer_host(context)):
-            raise ResourceExhausted(f"too many unknown credentials from this address; retry after {wait_s:.2f} s")
+    async def _check_failures(self, context: grpc.aio.ServicerContext) -> None:
+        if wait_s := await self._failures.wait_s(_peer_host(context)):
+            raise ResourceExhausted(f"too many unknown credentials from this address; {retry_after_text(wait_s)}")
 
-    def _failed(self, context: grpc.aio.ServicerContext) -> None:
-        self._failures.take(_peer_host(context))
+    async def _failed(self, context: grpc.aio.ServicerContext) -> None:
+        await self._failures.take(_peer_host(context))
 
 
-def _limit(limiter: RateLimiter, key: str, who: str) -> None:
-    if wait_s := limiter.take(key):
+async def _limit(limiter: SharedRateLimiter, key: str, who: str) -> None:
+    if wait_s := await limiter.take(key):
         raise ResourceExhausted(f"rate limit of {who} ({limiter.rate_per_s:g} calls/s) reached; "
-                                f"retry after {wait_s:.2f} s")
+                                f"{retry_after_text(wait_s)}")

@@ -149,11 +149,14 @@ class Binder:
         if not client_id:
             raise InvalidArgument("client_id", "required")
         try:
-            outcome = await self._hot.bind(job_id, offer_id, client_id, round_, attempt, self._settings.lease_s, token)
+            outcome = await self._hot.bind(job_id, offer_id, client_id, round_, attempt, self._settings.lease_s, token,
+                                           origin=self._bus.id)
         except PermissionError:
             raise PermissionDenied(f"session of client {client_id!r} is not valid; check in again") from None
         if outcome.bound:
             self._journal.bound(job_id, round_, attempt, client_id)
+            if outcome.event is not None:  # this shard's view learns its bind now, not when pub/sub delivers it
+                self._bus.deliver(outcome.event)
         self._metrics.accepts.labels(outcome.reason).inc()
         return job_id, round_, attempt, outcome
 

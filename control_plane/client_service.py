@@ -140,7 +140,7 @@ class ClientService(pb_grpc.ClientServiceServicer):
     async def Enroll(self, request: pb.EnrollRequest, context: grpc.aio.ServicerContext):
         """Trade an enrolment token for a credential bound to the client id (see :meth:`Guard.enroll`)."""
         client_id = require_id(request.client_id, "client_id")
-        token = self.guard.enrolment_token(context, request.enrolment_token)
+        token = await self.guard.enrolment_token(context, request.enrolment_token)
         async with self._audit.call(f"enrolment:{token.id}", "Enroll", client_id):
             credential = await self.guard.enroll(context, token, client_id)
         return pb.EnrollResponse(client_id=client_id, device_token=credential)

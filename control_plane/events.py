@@ -1,7 +1,10 @@
 """Job and round events, fanned out through Redis pub/sub so every control-plane shard sees them.
 
-A shard publishes what it changed; every shard (itself included) receives it and wakes its own
-long-polling clients, job watchers and aggregate waiters. One path for local and remote changes.
+A shard publishes what it changed and dispatches it to its own listeners at once; every other shard
+receives it through pub/sub and wakes its own long-polling clients, job watchers and aggregate waiters.
+An event carries its publisher's bus id, so the publisher skips pub/sub's copy: each shard applies each
+event once, and its own changes without waiting for pub/sub (on a Redis Cluster, pub/sub's copy can
+arrive after the caller's next request).
 """
 
 from __future__ import annotations
@@ -73,6 +76,13 @@ class EventBus:
         event = replace(event, origin=self.id)
         self._dispatch(event)
         await self._redis.publish(self._channel, event.to_json())
+
+    def deliver(self, event: Event) -> None:
+        """Dispatch here an event a Lua script published with this bus's id as origin (atomically with the
+        change it announces, e.g. a bind); pub/sub's copy is skipped on arrival."""
+        if event.origin != self.id:
+            raise ValueError(f"event of bus {event.origin!r} delivered to bus {self.id!r}")
+        self._dispatch(event)
 
     @contextlib.contextmanager
     def subscribe(self, job_id: str):  # noqa: ANN201 - a context manager yielding the queue

@@ -13,7 +13,7 @@ import json
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -39,11 +39,13 @@ class BindOutcome:
     reason: str
     deadline_at: float = 0.0
     model_digest: str = ""
+    event: Event | None = None  # a bind's ``client_bound`` event as published, with the round's new bound count
 
 
 
 # One round trip per Accept: check the offer (made to this client, in this session), bind atomically and
-# publish the event with the new bound count. KEYS: round hash, offer, members, leases.
+# publish the event with the new bound count (also returned, so the shard applies the bind at once).
+# KEYS: round hash, offer, members, leases.
 # ARGV: client, round, attempt, now, lease_s, session hash, events channel, the event (JSON, without its
 # bound count), keep_ms (TTL of the sets)
 # An offer is one string key with a TTL: the JSON array [client, round, attempt, session hash].
@@ -68,7 +70,7 @@ redis.call('DEL', KEYS[2])
 local event = cjson.decode(ARGV[8])
 event['bound'] = bound
 redis.call('PUBLISH', ARGV[7], cjson.encode(event))
-return {1, 'bound', r[6], r[7]}
+return {1, 'bound', r[6], r[7], bound}
 """
 
 # Free the slot of clients that are bound but have not delivered (lease expiry or release).
@@ -239,14 +241,17 @@ class HotState:
         return token
 
     async def bind(
-        self, job_id: str, offer_id: str, client_id: str, round_: int, attempt: int, lease_s: float, token: str
+        self, job_id: str, offer_id: str, client_id: str, round_: int, attempt: int, lease_s: float, token: str,
+        origin: str = "",
     ) -> BindOutcome:
+        """Bind atomically and publish the ``client_bound`` event, marked with ``origin`` (the binding shard's
+        bus, which applies the returned event itself rather than waiting for pub/sub)."""
         keys = [
             self._round_key(job_id), self._offer_key(job_id, offer_id),
             self._members_key(job_id, round_, attempt), self._leases_key(job_id, round_, attempt),
         ]
         now = time.time()
-        event = Event("client_bound", job_id, round_, attempt, client_id, at=now)
+        event = Event("client_bound", job_id, round_, attempt, client_id, at=now, origin=origin)
         args = [client_id, round_, attempt, now, lease_s, token_hash(token), self.events_channel, event.to_json(),
                 self._keep_ms]
         if self._pipe is not None:
@@ -257,7 +262,7 @@ class HotState:
             raise PermissionError("the offer was made in another session")
         if int(reply[0]) == 0:
             return BindOutcome(False, reply[1])
-        return BindOutcome(True, reply[1], float(reply[2]), reply[3] or "")
+        return BindOutcome(True, reply[1], float(reply[2]), reply[3] or "", replace(event, bound=int(reply[4])))
 
     async def heartbeat(self, job_id: str, round_: int, attempt: int, client_id: str, lease_s: float,
                         session_ttl_s: float) -> bool:

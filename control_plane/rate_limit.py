@@ -1,10 +1,9 @@
 """Token buckets per caller (API key, device, peer address), in this process.
 
-In-process rather than in Redis: a check-in costs no Redis round trip today and a limit check must not
-add one. A caller's calls reach one shard (a daemon's devices share one stream; a job's SDK one
-channel), so per-shard buckets bound each caller; across N shards a caller that spreads its calls gets
-at most N times its rate, which the docs state. The bucket table is bounded (least recently used
-dropped), so outsiders cannot make it grow; a dropped bucket comes back full.
+Alone, they bound what a caller gets from one shard; in front of the shared buckets in Redis
+(:mod:`control_plane.shared_rate_limit`) they refuse, without a round trip, callers whose shared bucket
+must be empty too. The bucket table is bounded (least recently used dropped), so outsiders cannot make
+it grow; a dropped bucket comes back full.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,9 @@ audit_app = typer.Typer(help="The audit log: who made each state-changing call."
 DatabaseUrl = Annotated[str, typer.Option(envvar="PROPIUS_DATABASE_URL", help="the control plane's database; "
                                           "empty: SQLite in --data-dir")]
 DataDir = Annotated[Path, typer.Option(envvar="PROPIUS_DATA_DIR", help="the control plane's --data-dir")]
+SecretFile = Annotated[Path | None, typer.Option(
+    "--out", dir_okay=False, help="write the secret alone to this file (mode 0600) instead of printing it; a file "
+    "already there is kept and nothing is created, so a bootstrap step may run at every start")]
 
 
 @contextlib.contextmanager
@@ -45,6 +49,21 @@ def _identities(database_url: str, data_dir: Path) -> Iterator[IdentityStore]:
         yield store
     finally:
         store.close()
+
+
+def _kept(out: Path | None) -> bool:
+    """Whether ``--out`` names a file already there (kept: the secret in it is the one in use)."""
+    if out is not None and out.exists():
+        console.print(f"{out} exists: kept, nothing created")
+        return True
+    return False
+
+
+def _write_secret(out: Path, secret: str) -> None:
+    """``secret`` alone in a new file only this user reads."""
+    out.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with os.fdopen(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+        file.write(secret + "\n")
 
 
 def _when(at: float | None) -> str:
@@ -60,15 +79,22 @@ def _when(at: float | None) -> str:
 def keys_create(
     owner: Annotated[str, typer.Option(help="whose jobs the key submits and drives")],
     role: Annotated[list[str], typer.Option(help=f"one of {', '.join(ROLES)} (repeatable)")],
-    database_url: DatabaseUrl = "", data_dir: DataDir = Path("propius-data"),
+    database_url: DatabaseUrl = "", data_dir: DataDir = Path("propius-data"), out: SecretFile = None,
 ) -> None:
-    """Create an API key; it is printed once (callers pass it as $PROPIUS_API_KEY)."""
+    """Create an API key; it is printed once, or written to --out (callers pass it as $PROPIUS_API_KEY, or its
+    file as $PROPIUS_API_KEY_FILE)."""
     if unknown := sorted(set(role) - set(ROLES)):
         raise typer.BadParameter(f"{', '.join(unknown)}: roles are {', '.join(ROLES)}", param_hint="--role")
     if not 1 <= len(owner) <= 128 or not owner.isprintable():
         raise typer.BadParameter("1 to 128 printable characters", param_hint="--owner")
+    if _kept(out):
+        return
     with _identities(database_url, data_dir) as identities:
         record, key = identities.create_key(owner, tuple(role), time.time())  # type: ignore[arg-type]
+    if out is not None:
+        _write_secret(out, str(key))
+        console.print(f"key {record.key_id} for {owner} ({record.roles}) written to {out}")
+        return
     console.print(f"key {record.key_id} for {owner} ({record.roles}); shown once, keep it secret:")
     console.print(str(key), markup=False, soft_wrap=True)
 
@@ -101,13 +127,20 @@ def token_create(
     uses: Annotated[int, typer.Option(min=1, help="devices that may enrol with it")] = 1,
     ttl_s: Annotated[float, typer.Option(min=1, help="it expires after this many seconds")] = 86400.0,
     note: Annotated[str, typer.Option(help="what it is for (listed, never secret)")] = "",
-    database_url: DatabaseUrl = "", data_dir: DataDir = Path("propius-data"),
+    database_url: DatabaseUrl = "", data_dir: DataDir = Path("propius-data"), out: SecretFile = None,
 ) -> None:
-    """Create an enrolment token; printed once (`propius-client --enroll-token ...`)."""
+    """Create an enrolment token; printed once (`propius-client --enroll-token ...`), or written to --out
+    (`propius-client --enroll-token-file ...`)."""
+    if _kept(out):
+        return
     with _identities(database_url, data_dir) as identities:
         record, token = identities.create_enrolment(uses, ttl_s, time.time(), note)
-    console.print(f"enrolment token {record.token_id}: {uses} use(s), expires {_when(record.expires_at)} UTC; "
-                  "shown once, keep it secret:")
+    what = f"enrolment token {record.token_id}: {uses} use(s), expires {_when(record.expires_at)} UTC"
+    if out is not None:
+        _write_secret(out, str(token))
+        console.print(f"{what}; written to {out}")
+        return
+    console.print(f"{what}; shown once, keep it secret:")
     console.print(str(token), markup=False, soft_wrap=True)
 
 

@@ -43,6 +43,7 @@ from propius.flower.cli import app as flower_app
 from propius.logs import LogFormat, setup_logging
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
+from propius.retry_after import RetryBudget, retry_after_s
 from propius.simulator.cli import policy_options, simulate_command
 from propius.simulator.families_cli import app as workload_app
 from propius.specs import JobSpec, SpecError
@@ -160,6 +161,10 @@ def _rpc_error(error: grpc.RpcError, server: str) -> CliError:
         return CliError(details or "unauthenticated", "set PROPIUS_API_KEY to a key from `propius keys create`")
     if code == grpc.StatusCode.PERMISSION_DENIED:
         return CliError(details or "permission denied", "use the token `propius submit` saved for the job")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and retry_after_s(details) is not None:
+        return CliError(f"the control plane{where} kept refusing: {details}",
+                        f"the CLI waited out the rate limit for up to {RetryBudget().total_s:g} s; run the "
+                        "command again later, or ask the operator for a higher key_rate_per_s")
     name = code.name if code is not None else "an error"
     return CliError(f"the control plane{where} answered {name}: {details}")
 

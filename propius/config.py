@@ -109,6 +109,9 @@ class Settings(BaseSettings):
                                        "address; beyond: RESOURCE_EXHAUSTED before any lookup")
     rate_buckets: int = Field(default=200_000, ge=1000, description="token buckets kept per limiter (least "
                               "recently used dropped beyond): bounds the memory outsiders can make us hold")
+    shared_rate_limits: bool = Field(default=True, description="rate limits' token buckets in Redis, shared by "
+                                     "every control-plane shard (one Redis call per authenticated call); off: per "
+                                     "process, so a caller spreading its calls over N shards gets N times its rate")
     audit_max_rows: int = Field(default=1_000_000, ge=100, description="audit log rows kept (oldest dropped)")
     audit_retention_s: float = Field(default=90 * 86400.0, gt=0, description="audit log rows older are dropped")
 

@@ -8,10 +8,12 @@
 ``AsyncJob`` is the asyncio variant and ``Job`` a synchronous facade over it. Leaving the ``with``
 block completes the job, or cancels it if the block raised. Calls survive a control-plane restart:
 UNAVAILABLE, DEADLINE_EXCEEDED and CANCELLED by a stopping server are retried with jittered exponential
-backoff, and a round that the restarted control plane re-opened is awaited again. Other gRPC errors are raised as
+backoff, and a round that the restarted control plane re-opened is awaited again. A rate limit's
+RESOURCE_EXHAUSTED is waited out as its "retry after" hint asks, within a ``RetryBudget`` (then
+``RateLimited``, still a RESOURCE_EXHAUSTED ``AioRpcError``). Other gRPC errors are raised as
 ``grpc.aio.AioRpcError`` with the server's status: INVALID_ARGUMENT naming the field (a bad spec),
 PERMISSION_DENIED (another job's token), FAILED_PRECONDITION (a round still open, a stale round),
-RESOURCE_EXHAUSTED (a model over the server's limit).
+RESOURCE_EXHAUSTED without a hint (a model over the server's limit).
 """
 
 from __future__ import annotations
@@ -24,19 +26,23 @@ import random
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 import numpy as np
 
+from clients.rate_hint import RateLimited, throttled
 from data_plane.tensors import decode, encode
 from propius.channels import async_channel
 from propius.config import ChannelSecurity
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
+from propius.retry_after import RetryBudget
 from propius.specs import JobSpec
 
-__all__ = ["API_KEY_ENV", "AsyncJob", "ChannelSecurity", "Job", "RoundFailed", "RoundResult", "api_key_metadata"]
+__all__ = ["API_KEY_ENV", "API_KEY_FILE_ENV", "AsyncJob", "ChannelSecurity", "Job", "RateLimited", "RetryBudget",
+           "RoundFailed", "RoundResult", "api_key_metadata"]
 
 T = TypeVar("T")
 ProgressCallback = Callable[[pb.RoundInfo], None]
@@ -45,12 +51,15 @@ ProgressCallback = Callable[[pb.RoundInfo], None]
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 CHUNK_BYTES = 1 << 20
 API_KEY_ENV = "PROPIUS_API_KEY"
+API_KEY_FILE_ENV = "PROPIUS_API_KEY_FILE"  # a file holding the key (a container's mounted secret)
 
 
 def api_key_metadata(api_key: str | None = None) -> tuple[tuple[str, str], ...]:
-    """The call metadata that presents ``api_key`` (default: ``$PROPIUS_API_KEY``); none without a key
-    (a control plane in open mode needs none)."""
+    """The call metadata that presents ``api_key`` (default: ``$PROPIUS_API_KEY``, else the contents of the
+    file ``$PROPIUS_API_KEY_FILE`` names); none without a key (a control plane in open mode needs none)."""
     key = os.environ.get(API_KEY_ENV, "") if api_key is None else api_key
+    if api_key is None and not key and (path := os.environ.get(API_KEY_FILE_ENV)):
+        key = Path(path).read_text().strip()
     return (("authorization", f"Bearer {key}"),) if key else ()
 
 
@@ -91,12 +100,14 @@ def channel_options() -> list[tuple[str, int]]:
     return [("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)]
 
 
-async def retrying(call: Callable[[], Awaitable[T]], *, attempts: int = 40, max_delay_s: float = 3.0) -> T:
-    """Retry a call on UNAVAILABLE / DEADLINE_EXCEEDED / CANCELLED by the server with jittered exponential backoff."""
+async def retrying(call: Callable[[], Awaitable[T]], *, attempts: int = 40, max_delay_s: float = 3.0,
+                   rate_limit: RetryBudget = RetryBudget()) -> T:  # noqa: B008 - frozen, shared safely
+    """Retry a call on UNAVAILABLE / DEADLINE_EXCEEDED / CANCELLED by the server with jittered exponential backoff,
+    and on a rate limit's RESOURCE_EXHAUSTED after its hint, within ``rate_limit`` (then :class:`RateLimited`)."""
     delay = 0.1
     for attempt in range(attempts):
         try:
-            return await call()
+            return await throttled(call, rate_limit)
         except grpc.aio.AioRpcError as error:
             if error.code() not in _RETRYABLE or attempt == attempts - 1:
                 raise
@@ -122,7 +133,11 @@ class AsyncJob:
         ``ChannelSecurity(insecure=True)`` for plaintext; None: from ``PROPIUS_TLS_CA``, ``PROPIUS_TLS_CERT``,
         ``PROPIUS_TLS_KEY``, ``PROPIUS_INSECURE`` (TLS with the system's roots when none is set).
     api_key : str or None, default None
-        The submitter's API key (``propius keys create``); None: ``$PROPIUS_API_KEY``, if set.
+        The submitter's API key (``propius keys create``); None: ``$PROPIUS_API_KEY``, else the file
+        ``$PROPIUS_API_KEY_FILE`` names, if set.
+    rate_limit : RetryBudget, default RetryBudget()
+        How long each call waits out the control plane's rate limit (RESOURCE_EXHAUSTED with "retry after
+        N s"): 10 refusals or 30 s of waiting, then :class:`RateLimited`.
 
     Attributes
     ----------
@@ -143,9 +158,11 @@ class AsyncJob:
     ...     return weights
     """
     def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False,
-                 security: ChannelSecurity | None = None, api_key: str | None = None) -> None:
+                 security: ChannelSecurity | None = None, api_key: str | None = None,
+                 rate_limit: RetryBudget = RetryBudget()) -> None:  # noqa: B008 - frozen, shared safely
         """Prepare the job; nothing is sent until ``register`` (or ``async with``)."""
         self._metadata = api_key_metadata(api_key)
+        self._rate_limit = rate_limit
         self.spec = spec
         self.server = server
         self.security = security if security is not None else ChannelSecurity()
@@ -188,7 +205,7 @@ class AsyncJob:
         self._jobs = pb_grpc.JobServiceStub(self._channel)
         self._data = pb_grpc.DataServiceStub(self._channel)
         request = pb.RegisterJobRequest(spec_json=self.spec.to_json())
-        reply = await retrying(lambda: self._jobs.RegisterJob(request, metadata=self._metadata))
+        reply = await self._retrying(lambda: self._jobs.RegisterJob(request, metadata=self._metadata))
         self.job_id, self.token = reply.job_id, reply.job_token
         return self.job_id
 
@@ -197,6 +214,9 @@ class AsyncJob:
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        return await retrying(call, rate_limit=self._rate_limit)
 
     def _ref(self) -> pb.JobRef:
         return pb.JobRef(job_id=self.job_id, job_token=self.token)
@@ -210,7 +230,7 @@ class AsyncJob:
             State, rounds done, the current round and its counts.
         """
         request = pb.GetJobRequest(job_id=self.job_id)
-        return await retrying(lambda: self._jobs.GetJob(request, metadata=self._metadata))
+        return await self._retrying(lambda: self._jobs.GetJob(request, metadata=self._metadata))
 
     async def start_round(self, demand: int = 0) -> pb.RoundInfo:
         """Open the job's next round, or a new attempt of a round that failed.
@@ -232,7 +252,7 @@ class AsyncJob:
             INVALID_ARGUMENT for a demand outside [0, 100000].
         """
         request = pb.StartRoundRequest(job_id=self.job_id, job_token=self.token, demand=demand)
-        return await retrying(lambda: self._jobs.StartRound(request, metadata=self._metadata))
+        return await self._retrying(lambda: self._jobs.StartRound(request, metadata=self._metadata))
 
     async def publish_model(self, round_: int, tensors: Mapping[str, np.ndarray]) -> str:
         """Publish the model clients of round ``round_`` train on.
@@ -266,7 +286,7 @@ class AsyncJob:
             for offset in range(CHUNK_BYTES, len(payload), CHUNK_BYTES):
                 yield pb.PublishModelRequest(data=payload[offset: offset + CHUNK_BYTES])
 
-        reply = await retrying(lambda: self._data.PublishModel(chunks(), metadata=self._metadata))
+        reply = await self._retrying(lambda: self._data.PublishModel(chunks(), metadata=self._metadata))
         return reply.digest
 
     async def await_aggregate(
@@ -304,7 +324,7 @@ class AsyncJob:
                 if remaining <= 0:
                     raise TimeoutError(f"round {round_} of {self.spec.name} did not finish in {timeout_s} s")
                 wait_s = min(remaining, 60.0)
-                result = await retrying(lambda: self._read_aggregate(round_, wait_s))  # noqa: B023
+                result = await self._retrying(lambda: self._read_aggregate(round_, wait_s))  # noqa: B023
                 if result is not None:
                     return result
         finally:
@@ -397,7 +417,7 @@ class AsyncJob:
             The completed job; with ``export_trace``, ``trace_dir`` names its CCL-Bench data point.
         """
         request = pb.JobRef(job_id=self.job_id, job_token=self.token, export_trace=self.export_trace)
-        self.completed = await retrying(lambda: self._jobs.CompleteJob(request, metadata=self._metadata))
+        self.completed = await self._retrying(lambda: self._jobs.CompleteJob(request, metadata=self._metadata))
         return self.completed
 
     async def cancel(self) -> pb.JobInfo:
@@ -408,7 +428,7 @@ class AsyncJob:
         propius_pb2.JobInfo
             The cancelled job.
         """
-        return await retrying(lambda: self._jobs.CancelJob(self._ref(), metadata=self._metadata))
+        return await self._retrying(lambda: self._jobs.CancelJob(self._ref(), metadata=self._metadata))
 
 
 class Job:
@@ -426,6 +446,8 @@ class Job:
         TLS settings of the channel, as for :class:`AsyncJob`.
     api_key : str or None, default None
         The submitter's API key; None: ``$PROPIUS_API_KEY``, if set.
+    rate_limit : RetryBudget, default RetryBudget()
+        How long each call waits out the control plane's rate limit, as for :class:`AsyncJob`.
 
     Examples
     --------
@@ -439,8 +461,10 @@ class Job:
     """
 
     def __init__(self, spec: JobSpec, server: str = "127.0.0.1:50051", *, export_trace: bool = False,
-                 security: ChannelSecurity | None = None, api_key: str | None = None) -> None:
-        self._async = AsyncJob(spec, server, export_trace=export_trace, security=security, api_key=api_key)
+                 security: ChannelSecurity | None = None, api_key: str | None = None,
+                 rate_limit: RetryBudget = RetryBudget()) -> None:  # noqa: B008 - frozen, shared safely
+        self._async = AsyncJob(spec, server, export_trace=export_trace, security=security, api_key=api_key,
+                               rate_limit=rate_limit)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="propius-job", daemon=True)
         self._thread.start()

@@ -17,13 +17,17 @@ COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SCRIPTS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 
 
-def _argv(service: dict) -> list[str]:
+def commands(service: dict) -> list[list[str]]:
+    """The command lines a service runs: its command, or each line of an ``sh -ec`` script."""
     command = service["command"]
-    return shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
+    argv = shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
+    if argv[:2] == ["sh", "-ec"]:
+        return [shlex.split(line) for line in argv[2].splitlines() if line.strip()]
+    return [argv]
 
 
 PROPIUS_SERVICES = {
-    name: _argv(service)
+    name: commands(service)
     for name, service in COMPOSE["services"].items()
     if "command" in service and "build" in service
 }
@@ -35,7 +39,7 @@ def test_services_of_the_cluster() -> None:
     assert services["postgres"]["image"] == "postgres:16"
     assert services["postgres"]["environment"]["POSTGRES_HOST_AUTH_METHOD"] == "trust"
     assert "control-plane" in PROPIUS_SERVICES and "demo-job" in PROPIUS_SERVICES
-    daemons = [argv for argv in PROPIUS_SERVICES.values() if argv[0] == "propius-client"]
+    daemons = [argv for lines in PROPIUS_SERVICES.values() for argv in lines if argv[0] == "propius-client"]
     assert len(daemons) >= 2
     offsets = [argv[argv.index("--device-offset") + 1] for argv in daemons]
     assert len(set(offsets)) == len(offsets), "daemons must simulate different devices"
@@ -43,13 +47,14 @@ def test_services_of_the_cluster() -> None:
 
 @pytest.mark.parametrize("service", sorted(PROPIUS_SERVICES))
 def test_command_is_an_importable_console_script(service: str) -> None:
-    script = PROPIUS_SERVICES[service][0]
-    assert script in SCRIPTS, f"{service}: {script!r} is not in [project.scripts]"
-    module_name, _, attribute = SCRIPTS[script].partition(":")
-    target = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        target = getattr(target, part)
-    assert callable(target)
+    for argv in PROPIUS_SERVICES[service]:
+        script = argv[0]
+        assert script in SCRIPTS, f"{service}: {script!r} is not in [project.scripts]"
+        module_name, _, attribute = SCRIPTS[script].partition(":")
+        target = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+        assert callable(target)
 
 
 def _compose_cli() -> list[str] | None:

@@ -284,7 +284,9 @@ class Footprint:
         self._engine = sa.create_engine(database_url)
 
     def keys(self) -> set[bytes]:
-        return set(self._redis.scan_iter(match=self._pattern, count=1000))
+        """State keys: not the rate limits' buckets, which every authenticated call spends from (and which
+        expire once refilled)."""
+        return {key for key in self._redis.scan_iter(match=self._pattern, count=1000) if b"{rate:" not in key}
 
     def rows(self) -> dict[str, int]:
         with self._engine.connect() as conn:

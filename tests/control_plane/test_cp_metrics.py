@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from data_plane.tensors import encode
 from propius.proto import propius_pb2 as pb
-from tests.conftest import REDIS_MODE
-
-event_lags_on_cluster = pytest.mark.skipif(
-    REDIS_MODE == "cluster",
-    reason="on a Redis Cluster the bind event can reach the scheduler's view, through cluster pub/sub, after the "
-           "next check-in this test makes (an offer of a full round is then refused at Accept)")
 
 
 def _value(plane, name: str, labels: dict[str, str] | None = None) -> float:
     return plane.metrics.registry.get_sample_value(name, labels or {}) or 0.0
 
 
-@event_lags_on_cluster
 async def test_binds_updates_and_rounds_are_counted(plane, stubs):
     job_id, token = await stubs.register(name="metered", demand=1, over_selection=1.0)
     await stubs.jobs.StartRound(pb.StartRoundRequest(job_id=job_id, job_token=token))

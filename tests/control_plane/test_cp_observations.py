@@ -17,12 +17,6 @@ from control_plane.scheduling.round_timings import RoundTimings
 from control_plane.scheduling.state import ActiveJob, RoundState, job_view
 from policies import load_policy
 from propius.specs import JobSpec
-from tests.conftest import REDIS_MODE
-
-event_lags_on_cluster = pytest.mark.skipif(
-    REDIS_MODE == "cluster",
-    reason="on a Redis Cluster the bind event can reach the scheduler's view, through cluster pub/sub, after the "
-           "next check-in this test makes (an offer of a full round is then refused at Accept)")
 
 SPEC = JobSpec.parse({"name": "seen", "demand": 2, "over_selection": 1.5, "task": {"local_steps": 2, "batch_size": 5}})
 WORK = 2 * 3 * 5  # sample passes per task
@@ -146,7 +140,6 @@ async def first_round_of_a_fast_and_a_slow_client(stubs, execution_timeout_s: fl
     return job_id, token
 
 
-@event_lags_on_cluster
 async def test_the_live_plane_skips_a_client_it_learned_is_too_slow_for_the_round(planes, stub_factory) -> None:
     """Deadline-aware dispatch (the `deadline_aware` plug-in added to the default profile), acting on what the
     live plane learned."""
@@ -180,7 +173,6 @@ async def test_the_live_plane_leaves_a_slow_client_when_a_fast_idle_one_fills_th
     assert (await stubs.check_in("slow", wait_s=0.0)).offers, "without the rule the slow client is offered it"
 
 
-@event_lags_on_cluster
 async def test_the_live_plane_holds_a_client_for_the_next_round_of_a_tight_job(planes, stub_factory) -> None:
     """``hold_for_tight``, on a job whose rounds need both known clients, timed by the live plane."""
     plane = await planes.start(lease_s=10.0, policy_options={"hold_for_tight": True})

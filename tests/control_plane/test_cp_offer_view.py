@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
+from control_plane.events import EventBus
+
 
 async def test_refresh_racing_round_start_keeps_the_round_offered(plane, stubs, wait_for):
     plane.scheduler.stop()  # no periodic re-read besides the one this test controls
@@ -39,3 +41,29 @@ async def test_refresh_racing_round_start_keeps_the_round_offered(plane, stubs, 
     await refresh
     late = await stubs.check_in("late")
     assert [offer.job_id for offer in late.offers] == [job_id]
+
+
+async def test_a_shard_applies_its_own_bind_before_the_accept_is_answered(plane, stubs):
+    """The bind event reaches other shards through pub/sub, which on a Redis Cluster can deliver it after the
+    client's next call; the binding shard applies it at once, so with its pub/sub stopped its view still holds
+    the bind and a full round is offered to no one. Pub/sub's copy names this shard, which skips it."""
+    job_id, token = await stubs.register(name="own-binds", demand=1, over_selection=1.0)
+    await stubs.start_round(job_id, token)
+    checkin = await stubs.check_in("first", wait_s=2.0)
+    assert checkin.offers
+    other_shard = EventBus(plane.redis, plane.hot.events_channel)
+    await other_shard.start()
+    try:
+        with other_shard.subscribe(job_id) as received:
+            plane.scheduler.stop()  # no periodic re-read of the rounds either
+            await plane.bus.stop()  # no pub/sub delivery to this shard from here on
+            accept = await stubs.accept("first", checkin.session_token, checkin.offers[0].offer_id)
+            assert accept.bound
+            assert plane.view.bound_to(job_id, "first") and plane.view.snapshot().states[job_id].bound == 1
+            assert not (await stubs.check_in("second")).offers, "the round is full"
+            event = await asyncio.wait_for(received.get(), 10)
+            while event.kind != "client_bound":  # an earlier event of the job that pub/sub delivers late
+                event = await asyncio.wait_for(received.get(), 10)
+    finally:
+        await other_shard.stop()
+    assert (event.kind, event.client_id, event.bound, event.origin) == ("client_bound", "first", 1, plane.bus.id)

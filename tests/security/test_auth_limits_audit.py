@@ -12,8 +12,10 @@ from typer.testing import CliRunner
 
 from control_plane.identity_store import AuditRecord, EnrolmentRefused, IdentityStore
 from propius.cli import app
+from propius.keys import rate_key
 from propius.proto import propius_pb2 as pb
 from propius.specs import JobSpec
+from tests.conftest import sync_redis
 from tests.security.auth_setup import SECRET_SPEC, Stubs, api_key, enrolled, footprint, keyed_plane, refused
 
 EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -140,3 +142,32 @@ def test_operator_cli_creates_lists_and_revokes(cli, sqlite_url):
     store.record_audit([AuditRecord(time.time(), "key:abc:alice", "CancelJob", "job-1", "OK")], 100, 0.0)
     store.close()
     assert "CancelJob" in cli("audit", "--target", "job-1", *database)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+async def test_a_keys_rate_is_shared_by_every_shard(settings, shared):
+    """Two shards on one Redis and database: with shared buckets the key's burst of 3 is spent once, whichever
+    shard each call reaches; per process (``shared_rate_limits`` off) each shard grants its own 3."""
+    limits = {"key_rate_per_s": 0.01, "key_burst": 3, "shared_rate_limits": shared}  # no token back in the test
+    async with keyed_plane(settings, **limits) as one, keyed_plane(settings, **limits) as two:
+        alice = api_key(one, "alice", "submit")
+        stubs = [Stubs(one.address), Stubs(two.address)]
+        granted = 0
+        for call in range(8):
+            try:
+                await stubs[call % 2].jobs.ListJobs(pb.ListJobsRequest(), metadata=alice)
+                granted += 1
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == EXHAUSTED
+        key_id = one.identities.keys()[0].key_id
+        bucket = rate_key(settings.key_prefix, "key", key_id)
+        redis = sync_redis(settings.redis_url)
+        ttl_ms = redis.pttl(bucket)
+        redis.close()
+        for stub in stubs:
+            await stub.close()
+    assert granted == (3 if shared else 6)
+    if shared:  # the bucket expires once it would be full again: 3 tokens at 0.01/s, and 1 s
+        assert 0 < ttl_ms <= 301_000
+    else:
+        assert ttl_ms == -2  # no such key: nothing in Redis
