@@ -15,7 +15,9 @@
    iteration and the predicted communication time per iteration (α-β, the fabric's link bandwidths).
 3. **failures**: a year of seeded chip and board failures on racks full of jobs; in-rack optical swap
    (4 spares / 64) vs electrical degraded swap (4 spares / 64) vs migration (one empty rack per pod)
-   vs no spares (wait for the repair). Goodput lost per failure over ``HORIZON_H`` after it.
+   vs no spares (wait for the repair). Goodput lost per failure over ``HORIZON_H`` after it. A variant of
+   the optical swap lends the spares to one-chip preemptible jobs (:class:`PreemptibleWork`) between
+   failures: the share of spare-hours they use and the preemptions per failure.
 
 Writes ``results/fabric.json`` and ``results/fabric.png``; prints markdown tables beside the papers'
 anchors.
@@ -413,12 +415,86 @@ def rails_experiment(seed: int) -> dict[str, Any]:
 
 # ---- failures ----
 
-MODES = {  # name -> (programmable racks, spares per rack, empty racks per pod for migration)
-    "in-rack optical swap": (True, 4, 0),
-    "electrical degraded swap": (False, 4, 0),
-    "migration (1 empty rack per pod)": (False, 0, 1),
-    "no spares (wait for repair)": (False, 0, 0),
+MODES = {  # name -> (programmable racks, spares per rack, empty racks per pod, spares lent to preemptible work)
+    "in-rack optical swap": (True, 4, 0, False),
+    "optical swap, spares run preemptible work": (True, 4, 0, True),
+    "electrical degraded swap": (False, 4, 0, False),
+    "migration (1 empty rack per pod)": (False, 0, 1, False),
+    "no spares (wait for repair)": (False, 0, 0, False),
 }
+PREEMPTIBLE_LOAD = 0.8
+"""Preemptible work offered to the spares, as a share of their capacity (our assumption)."""
+PREEMPTIBLE_MEAN_H = 4.0
+"""Mean run time of a preemptible job (one chip, exponential; our assumption)."""
+
+
+@dataclass
+class PreemptibleWork:
+    """One-chip preemptible jobs (Poisson arrivals, one queue, oldest first) run on the racks' spares only:
+    free chips stay for the jobs that wait for them. A preempted job goes back to the head of the queue and
+    later runs what it had left plus the work since its last checkpoint (half an interval, expected).
+    Spare-hours are integrated over the reserve (spares, lent ones included)."""
+
+    rate_per_h: float
+    rng: random.Random
+    lost_h: float
+    t: float = 0.0
+    next_arrival: float = 0.0
+    queue: list[float] = field(default_factory=list)
+    running: dict[str, tuple[float, float]] = field(default_factory=dict)  # job -> (started, ends)
+    ends: list[tuple[float, str]] = field(default_factory=list)
+    counter: int = 0
+    spare_h: float = 0.0
+    used_h: float = 0.0
+    preemptions: int = 0
+    finished: int = 0
+    lost_chip_h: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.next_arrival = self.rng.expovariate(self.rate_per_h)
+
+    def next_time(self) -> float:
+        while self.ends and self.ends[0][1] not in self.running:  # a preempted job's stale end
+            heapq.heappop(self.ends)
+        return min(self.next_arrival, self.ends[0][0] if self.ends else math.inf)
+
+    def integrate(self, state: FabricState, until: float) -> None:
+        """Account spare-hours up to ``until``; call before every change of the state."""
+        lent = len(state.lent())
+        self.spare_h += (len(state.in_state(AcceleratorState.SPARE)) + lent) * (until - self.t)
+        self.used_h += lent * (until - self.t)
+        self.t = until
+
+    def step(self, state: FabricState) -> None:
+        """The next arrival or completion, then fill the spares."""
+        when = self.next_time()
+        self.integrate(state, when)
+        if when == self.next_arrival:
+            self.queue.append(self.rng.expovariate(1 / PREEMPTIBLE_MEAN_H))
+            self.next_arrival = when + self.rng.expovariate(self.rate_per_h)
+        else:
+            _, job = heapq.heappop(self.ends)
+            del self.running[job]
+            state.release(job)
+            self.finished += 1
+        self.fill(state)
+
+    def fill(self, state: FabricState) -> None:
+        for spare in state.in_state(AcceleratorState.SPARE)[:len(self.queue)]:
+            self.counter += 1
+            job, left = f"p{self.counter}", self.queue.pop(0)
+            state.allocate(job, Allocation((spare,), how="preemptible work", preemptible=True))
+            self.running[job] = (self.t, self.t + left)
+            heapq.heappush(self.ends, (self.t + left, job))
+
+    def requeue(self, job: str, reclaimed: bool) -> None:
+        """The job lost its chip (``reclaimed`` by a recovery, else the chip itself failed): queue it again."""
+        started, ends = self.running.pop(job)
+        lost = min(self.lost_h, self.t - started)
+        self.queue.insert(0, ends - self.t + lost)
+        if reclaimed:
+            self.preemptions += 1
+            self.lost_chip_h += lost
 JOB_SHAPES: tuple[Shape, ...] = ((2, 4, 4), (2, 2, 4), (2, 2, 2), (2, 2, 1))
 """Each rack holds one job of each shape (60 chips) and 4 more chips: spares, or free."""
 
@@ -429,7 +505,7 @@ def failures_experiment(racks: int, seed: int) -> dict[str, Any]:
     out: dict[str, Any] = {"params": {"horizon_h": HORIZON_H, "repair_h": rates.repair_hours,
                                       "chip_per_year": rates.chip_per_year, "board_per_year": rates.board_per_year,
                                       **params.model_dump()}}
-    for mode, (programmable, spares, empty) in MODES.items():
+    for mode, (programmable, spares, empty, lend) in MODES.items():
         state = FabricState(torus_racks(racks + empty, programmable=programmable))
         placer = TorusPlacement(fragmented=programmable, time_budget_s=0.1)
         shape_of: dict[str, Shape] = {}
@@ -447,6 +523,11 @@ def failures_experiment(racks: int, seed: int) -> dict[str, Any]:
             return found if isinstance(found, Allocation) else None
 
         rng = random.Random(seed)
+        work = (PreemptibleWork(PREEMPTIBLE_LOAD * spares * racks / PREEMPTIBLE_MEAN_H, random.Random(seed + 1),
+                                params.checkpoint_interval_s / 2 / 3600) if lend else None)
+        if work is not None:
+            work.fill(state)
+        preemptible_failures = 0
         chip_rate, board_rate = rates.chip_per_year / hours, rates.board_per_year / hours
         n_chips, n_hosts = racks * 64, racks * 16
         total = n_chips * chip_rate + n_hosts * board_rate
@@ -458,8 +539,16 @@ def failures_experiment(racks: int, seed: int) -> dict[str, Any]:
             t += rng.expovariate(total)
             if t > hours:
                 break
-            while repairs and repairs[0][0] <= t:
+            while True:  # repairs and preemptible work up to the failure, in time order
+                repair_at = repairs[0][0] if repairs else math.inf
+                if min(repair_at, work.next_time() if work else math.inf) > t:
+                    break
+                if work is not None and work.next_time() < repair_at:
+                    work.step(state)
+                    continue
                 _, acc = heapq.heappop(repairs)
+                if work is not None:
+                    work.integrate(state, repair_at)
                 if state.state(acc) == AcceleratorState.FAILED and state.job_of(acc) is None:
                     state.set_state(acc, AcceleratorState.SPARE if spares else AcceleratorState.FREE)
                 for job in list(waiting):  # a queued job returns as soon as its slice fits again
@@ -467,6 +556,10 @@ def failures_experiment(racks: int, seed: int) -> dict[str, Any]:
                     if isinstance(found, Allocation):
                         state.allocate(job, found)
                         waiting.remove(job)
+                if work is not None:
+                    work.fill(state)
+            if work is not None:
+                work.integrate(state, t)
             r = rng.randrange(racks)
             if rng.random() < n_chips * chip_rate / total:
                 victims = [f"r{r}-h{rng.randrange(16)}-a{rng.randrange(4)}"]
@@ -480,6 +573,13 @@ def failures_experiment(racks: int, seed: int) -> dict[str, Any]:
                 size = len(state.allocations[job].accelerators) if job else 0
                 outcome = recover(state, acc, params, relocate=relocate if empty else None)
                 heapq.heappush(repairs, (t + rates.repair_hours, acc))
+                if work is not None and outcome.preempted is not None:
+                    work.requeue(outcome.preempted, reclaimed=True)
+                if work is not None and job in work.running:  # the lent spare itself failed
+                    preemptible_failures += 1
+                    if outcome.kind == "queue":
+                        work.requeue(job, reclaimed=False)
+                    continue
                 if outcome.kind == "no job":
                     continue
                 assert job is not None
@@ -495,6 +595,8 @@ def failures_experiment(racks: int, seed: int) -> dict[str, Any]:
                 lost = size * (min(down_h, HORIZON_H) + (1 - outcome.throughput) * up_h)
                 events.append({"kind": outcome.kind, "size": size, "lost_acc_h": lost, "components": components,
                                "throughput": outcome.throughput})
+            if work is not None:
+                work.fill(state)
         in_rack = [e for e in events if e["kind"] in ("in-rack swap", "electrical swap")]
         recovered = [e for e in events if e["kind"] != "queue"]
         kinds = sorted({e["kind"] for e in events})
@@ -509,6 +611,16 @@ def failures_experiment(racks: int, seed: int) -> dict[str, Any]:
             "recovery_components_s": {k: {c: _mean([e["components"][c] for e in events if e["kind"] == k])
                                           for c in next(e["components"] for e in events if e["kind"] == k)}
                                       for k in kinds}}
+        if work is not None:
+            work.integrate(state, hours)
+            out[mode]["preemptible"] = {
+                "load": PREEMPTIBLE_LOAD, "mean_h": PREEMPTIBLE_MEAN_H,
+                "spare_hours": work.spare_h, "spare_hours_used": work.used_h, "mean_reserve": work.spare_h / hours,
+                "spare_hours_used_share": work.used_h / work.spare_h, "preemptions": work.preemptions,
+                "preemptions_per_failure": work.preemptions / max(1, len(events)),
+                "failures_of_lent_spares": preemptible_failures, "jobs_finished": work.finished,
+                "chip_h_lost_per_preemption": work.lost_chip_h / max(1, work.preemptions),
+                "queued_at_end": len(work.queue)}
     return out
 
 
@@ -649,6 +761,14 @@ def tables(result: dict[str, Any]) -> str:
             seen.add(kind)
             lines.append(f"| {kind} | " + " + ".join(f"{c} {v:g}" for c, v in parts.items())
                          + f" | {sum(parts.values()):g} |")
+    lent = fail["optical swap, spares run preemptible work"]["preemptible"]
+    lines += ["", f"Spares running preemptible work (one-chip jobs, {lent['mean_h']:g} h mean, offered "
+              f"{lent['load']:.0%} of the spares' capacity): {lent['spare_hours_used_share']:.1%} of "
+              f"{lent['spare_hours']:.0f} spare-hours used (reserve {lent['mean_reserve']:.1f} chips on average: "
+              f"repaired chips return as spares); {lent['preemptions']} preemptions, "
+              f"{lent['preemptions_per_failure']:.2f} per failure hitting a job; "
+              f"{lent['chip_h_lost_per_preemption']:.2f} chip-h lost per preemption; "
+              f"{lent['failures_of_lent_spares']} failures of a lent spare; {lent['jobs_finished']} jobs finished."]
     optical, electrical = fail["in-rack optical swap"], fail["electrical degraded swap"]
     lines += ["", f"Failure must-shows: handled in-rack with 4 spares per 64: {optical['share_in_rack']:.1%} "
               f"(≥ 95 %: {'met' if optical['share_in_rack'] >= 0.95 else 'NOT met'}); post-recovery throughput "

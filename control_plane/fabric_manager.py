@@ -10,7 +10,9 @@ before the commit and leaves no trace; a change another shard committed first is
 A cloud request that cannot be placed now waits in a queue (oldest first) with the placement's stated
 reason; the queue is retried whenever accelerators come back (a job released, a repair, a new fabric).
 Jobs placed from the queue get a ``fabric_placed`` event; a job whose accelerator failed gets a
-``fabric_recovery`` event: it restarts from its checkpoint (on the spare, or elsewhere), or waits.
+``fabric_recovery`` event: it restarts from its checkpoint (on the spare, or elsewhere), or waits. A
+preemptible job whose lent spare a failure reclaims gets a ``fabric_preempted`` event and waits in the
+queue (beyond ``max_waiting`` if need be: it was admitted; at most one per spare) until it fits again.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from propius.fabric.request import CloudRequest
 from propius.fabric.snapshot import bare, restore, snapshot
 from propius.fabric.state import Allocation, FabricState, Unplaceable
 
-__all__ = ["MAX_FABRIC_BYTES", "FabricManager", "FabricView", "Outcome", "fabric_document", "recovery_detail"]
+__all__ = ["MAX_FABRIC_BYTES", "FabricManager", "FabricView", "Outcome", "fabric_document", "preemption_detail",
+           "recovery_detail"]
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +160,7 @@ class FabricManager:
         if request.accelerators > total:
             raise InvalidArgument(count_field, f"{request.accelerators} accelerators requested, the fabric has "
                                                f"{total}")
-        found = await asyncio.to_thread(self.placement.place, request, _pristine(view))
+        found = await asyncio.to_thread(self.placement.allocation_for, request, _pristine(view))
         if isinstance(found, Unplaceable):
             raise InvalidArgument("cloud.shape" if request.shape is not None else count_field,
                                   f"can never be placed by the {self.placement.name!r} placement on this fabric, "
@@ -211,17 +214,24 @@ class FabricManager:
 
             def relocate(current: FabricState, _n: int) -> Allocation | None:
                 assert request is not None
-                found = self.placement.place(request, current)
+                found = self.placement.allocation_for(request, current)
                 return found if isinstance(found, Allocation) else None
 
+            sizes = {held: len(a.accelerators) for held, a in state.allocations.items()}
             recovery = recover(state, accelerator, self._params, relocate)
             work.changed = True
-            if recovery.kind in ("migrate", "queue"):  # the job's healthy accelerators are free again
+            if recovery.kind in ("migrate", "queue") or recovery.preempted:  # accelerators are free again
                 self._retry(work)
             if recovery.kind == "queue" and recovery.job is not None and request is not None:
                 work.pending[recovery.job] = Pending(
                     request, f"accelerator {accelerator} failed and no spare or free accelerators could take the "
                              f"job: waiting for a repair", work.now)
+            if recovery.preempted:  # after the older waiters, it may fit elsewhere at once
+                preempted = self._request_of(recovery.preempted) or CloudRequest(
+                    count=sizes[recovery.preempted], preemptible=True)
+                if self._try(work, recovery.preempted, preempted) is not None:
+                    work.pending[recovery.preempted] = Pending(
+                        preempted, f"preempted: spare reclaimed for {accelerator}", work.now)
             return recovery
 
         outcome, recovery = await self._change(change)
@@ -230,6 +240,11 @@ class FabricManager:
         if recovery.job is not None:
             await self._bus.publish(Event("fabric_recovery", recovery.job,
                                           detail=recovery_detail(accelerator, recovery)))
+        if recovery.preempted is not None:
+            self._journal.event("fabric_preempted", recovery.preempted, accelerator=accelerator,
+                                spare=recovery.spare, for_job=recovery.job)
+            await self._bus.publish(Event("fabric_preempted", recovery.preempted,
+                                          detail=preemption_detail(accelerator, recovery)))
         return Outcome(outcome.version, outcome.placed, recovery, accelerator)
 
     async def repair(self, accelerator: str, spare: bool) -> Outcome:
@@ -255,6 +270,9 @@ class FabricManager:
             carried = {job: a for job, a in work.state.allocations.items() if job not in old_file_jobs}
             state = FabricState(fabric)
             for job, allocation in sorted(carried.items()):
+                for acc in set(allocation.accelerators) - set(allocation.lent):  # a spare swapped in is the job's
+                    if acc in state.accelerators and state.state(acc) == AcceleratorState.SPARE:
+                        state.set_state(acc, AcceleratorState.FREE)
                 try:
                     state.allocate(job, allocation)
                 except FabricError as error:
@@ -270,7 +288,7 @@ class FabricManager:
 
     def _try(self, work: _Work, job_id: str, request: CloudRequest) -> str | None:
         """Place ``job_id`` on the work copy; None when placed, else why not."""
-        found = self.placement.place(request, work.state)
+        found = self.placement.allocation_for(request, work.state)
         if isinstance(found, Unplaceable):
             return found.reason
         try:
@@ -365,3 +383,9 @@ def recovery_detail(accelerator: str, recovery: Recovery) -> dict[str, Any]:
     return {"kind": recovery.kind, "failed": accelerator, "spare": recovery.spare or "",
             "components": dict(recovery.components), "time_s": recovery.time_s, "throughput": recovery.throughput}
 
+
+def preemption_detail(accelerator: str, recovery: Recovery) -> dict[str, Any]:
+    """What a preempted job is told (JSON, read as a FabricRecovery of kind "preempted"): the failure whose
+    recovery reclaimed its spare; it restarts from its checkpoint once placed again."""
+    return {"kind": "preempted", "failed": accelerator, "spare": recovery.spare or "", "components": {},
+            "time_s": 0.0, "throughput": 0.0}

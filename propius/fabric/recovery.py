@@ -2,11 +2,13 @@
 
 In order of preference:
 
-1. **In-rack swap** on a programmable rack: a spare of the same rack takes the failed chip's logical
-   position. Its rank takes the failed chip's place in the job's rank map, circuits on the failed chip's
-   OCS ports move to the spare's ports on the same rails, and, when the spare sits in another server, a
-   light path of ``swap_width`` fibres joins the spare's server to the failed one's (so the spare reaches
-   the failed chip's neighbours). The job restarts from its checkpoint at full bandwidth.
+1. **In-rack swap** on a programmable rack: a spare of the same rack (free spares first, then spares lent
+   to preemptible jobs: the job holding the chosen one is *preempted*, its whole allocation released)
+   takes the failed chip's logical position. Its rank takes the failed chip's place in the job's rank
+   map, circuits on the failed chip's OCS ports move to the spare's ports on the same rails, and, when
+   the spare sits in another server, a light path of ``swap_width`` fibres joins the spare's server to
+   the failed one's (so the spare reaches the failed chip's neighbours). The job restarts from its
+   checkpoint at full bandwidth.
 2. **Electrical swap** (a spare in the rack, fixed wiring): the same rank-map change, but the spare
    reaches the job over slower inter-server paths: post-recovery throughput is ``electrical_throughput``
    of the pre-failure one (a modelled loss).
@@ -14,6 +16,7 @@ In order of preference:
    placement plug-in, passed in), paying a restore from checkpoint elsewhere.
 4. **Queue**: nowhere to go; the job waits for the repair.
 
+A preemptible job whose chip fails takes only free spares (lent to it in turn), never reclaims one.
 The recovery time is the sum of its components (all parameters, defaults from the prototypes' timelines:
 ≈1.1 s to rewire and restart, ≈4.5 s communicator init, ≈20 s to the first step), plus the work lost
 since the last checkpoint (half an interval, expected).
@@ -62,6 +65,8 @@ class Recovery:
     spare: str | None
     components: dict[str, float]
     throughput: float
+    preempted: str | None = None
+    """The preemptible job released to reclaim ``spare`` (it waits to be placed again), if any."""
 
     @property
     def time_s(self) -> float:
@@ -80,20 +85,25 @@ def recover(state: FabricState, failed: str, params: RecoveryParams,
     lost = params.checkpoint_interval_s / 2
     rack = state.rack_of(failed)
     spares = [a for a in state.in_state(AcceleratorState.SPARE) if state.rack_of(a) == rack]
+    lent = [] if state.allocations[job].preemptible else [a for a in state.lent() if state.rack_of(a) == rack]
     programmable = state.racks[rack].programmable
-    for spare in _nearest(state, failed, spares):
+    for spare in _nearest(state, failed, spares) + _nearest(state, failed, lent):
+        holder = state.job_of(spare) if spare in lent else None
+        held = state.release(holder) if holder is not None else None
         try:
             state.swap(job, failed, spare, ocs=_moved_ports(state, job, failed, spare),
                        fibre=_path(state, failed, spare, params.swap_width) if programmable else ())
         except ValueError:
+            if held is not None:  # this spare cannot serve: the holder keeps it
+                state.allocate(holder, held)
             continue
         if programmable:
             parts = {"detect": params.detect_s, "program": params.program_s, "restart": params.restart_s,
                      "comm_init": params.comm_init_s, "first_step": params.first_step_s, "lost_work": lost}
-            return Recovery("in-rack swap", job, spare, parts, 1.0)
+            return Recovery("in-rack swap", job, spare, parts, 1.0, holder)
         parts = {"detect": params.detect_s, "restart": params.restart_s, "comm_init": params.comm_init_s,
                  "first_step": params.first_step_s, "lost_work": lost}
-        return Recovery("electrical swap", job, spare, parts, params.electrical_throughput)
+        return Recovery("electrical swap", job, spare, parts, params.electrical_throughput, holder)
     size = len(state.allocations[job].accelerators)
     state.release(job)
     elsewhere = relocate(state, size) if relocate is not None else None

@@ -51,6 +51,8 @@ class CloudRequest(BaseModel):
 
     ``shape`` (a torus slice, x × y × z) and ``parallel`` (TP/DP/PP) are optional and, when given,
     must multiply to the count. Without ``parallel`` the job is pure data parallelism over the count.
+    ``preemptible``: the job may run on racks' spares when free accelerators do not suffice, and is
+    preempted (released and queued again) when a failure reclaims such a spare.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -59,6 +61,7 @@ class CloudRequest(BaseModel):
     shards: Annotated[int, Field(ge=1)] | None = None
     shape: tuple[Degree, Degree, Degree] | None = None
     parallel: Parallelism | None = None
+    preemptible: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> CloudRequest:

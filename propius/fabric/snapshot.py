@@ -4,7 +4,8 @@ A :class:`FabricState` is the fabric file plus what happened since: accelerators
 aside as spares, and the allocations made and released. A :class:`FabricSnapshot` holds exactly that
 difference, against the file's *bare* form (every accelerator's state as the file says, except that
 allocated ones count as free, and no circuit up): per-accelerator states where they differ, and every
-allocation whole (accelerators in rank order, OCS and fibre circuits, rings, how it was made). The
+allocation whole (accelerators in rank order, OCS and fibre circuits, rings, how it was made, whether it
+is preemptible and the spares it borrows). The
 control plane keeps it in SQL (:mod:`control_plane.fabric_store`) and sends it on the wire, so that a
 restarted control plane, and the CLI drawing the fabric, rebuild the very same state.
 """
@@ -34,18 +35,21 @@ class AllocationDoc(_Frozen):
     fibre: list[tuple[list[_Id], int]] = Field(default_factory=list)
     rings: list[tuple[str, float, float]] = Field(default_factory=list)
     how: str = ""
+    preemptible: bool = False
+    lent: list[_Id] = Field(default_factory=list)  # spares it borrows: spare again when it is released
 
     @classmethod
     def of(cls, allocation: Allocation) -> AllocationDoc:
         return cls(accelerators=list(allocation.accelerators),
                    ocs=[(c.rail, c.tx, c.rx) for c in allocation.ocs],
                    fibre=[(list(c.path), c.width) for c in allocation.fibre],
-                   rings=[(r.name, r.links, r.bandwidth_gbps) for r in allocation.rings], how=allocation.how)
+                   rings=[(r.name, r.links, r.bandwidth_gbps) for r in allocation.rings], how=allocation.how,
+                   preemptible=allocation.preemptible, lent=list(allocation.lent))
 
     def allocation(self) -> Allocation:
         return Allocation(tuple(self.accelerators), tuple(OcsCircuit(*c) for c in self.ocs),
                           tuple(FibreCircuit(tuple(path), width) for path, width in self.fibre),
-                          tuple(RingShare(*r) for r in self.rings), self.how)
+                          tuple(RingShare(*r) for r in self.rings), self.how, self.preemptible, tuple(self.lent))
 
 
 class FabricSnapshot(_Frozen):
@@ -83,7 +87,9 @@ def restore(fabric: Fabric, snap: FabricSnapshot) -> FabricState:
         for acc in doc.accelerators:
             if acc not in state.accelerators:
                 raise FabricError(f"accelerator {acc!r}", f"held by job {job!r} is not in the fabric")
-            if state.state(acc) == AcceleratorState.FAILED:
+            if acc in doc.lent:  # a lent spare: allocate lends it again
+                state.set_state(acc, AcceleratorState.SPARE)
+            elif state.state(acc) in (AcceleratorState.FAILED, AcceleratorState.SPARE):
                 state.set_state(acc, AcceleratorState.FREE)
     for acc, acc_state in snap.states.items():
         if acc not in state.accelerators:

@@ -8,11 +8,14 @@ leaves no trace. The invariants (checked by :meth:`FabricState.check_invariants`
    and a circuit only joins ports of accelerators held by the job that owns it: placing one job never
    touches another job's ports;
 3. on every interposer edge the fibres used by circuits are at most the edge's fibre count;
-4. releasing a job returns every port and every edge count to what it was before it was placed.
+4. releasing a job returns every port and every edge count to what it was before it was placed;
+5. a spare is *lent* only to a preemptible allocation: it stays in its rack's reserve (:meth:`reserve`),
+   returns to spare when the job is released, and recovery may reclaim it (preempting the job).
 """
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -60,6 +63,9 @@ class Allocation:
     fibre: tuple[FibreCircuit, ...] = ()
     rings: tuple[RingShare, ...] = ()
     how: str = ""
+    preemptible: bool = False
+    lent: tuple[str, ...] = ()
+    """Spares among ``accelerators`` (rank order) borrowed by a preemptible allocation; set by the state."""
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -130,6 +136,27 @@ class FabricState:
     def rack_of(self, acc: str) -> str:
         return self.hosts[self.accelerators[acc].host].rack
 
+    def lent(self) -> dict[str, str]:
+        """Spares lent to preemptible jobs and still held by them: accelerator -> job."""
+        return {acc: job for job, allocation in self._allocations.items() for acc in allocation.lent
+                if self._job.get(acc) == job and self._state[acc] == AcceleratorState.ALLOCATED}
+
+    def reserve(self, rack: str) -> int:
+        """The rack's spares, lent ones included: what recovery can swap in."""
+        spares = [a for a, s in self._state.items() if s == AcceleratorState.SPARE]
+        return sum(self.rack_of(a) == rack for a in [*spares, *self.lent()])
+
+    def spares_as_free(self) -> FabricState:
+        """A copy showing every spare as free, for a placement plug-in proposing where a preemptible request
+        may go (:meth:`policies.placement.base.Placement.allocation_for`); commit on this state, not the copy."""
+        view = copy.copy(self)
+        view._state = {a: AcceleratorState.FREE if s == AcceleratorState.SPARE else s for a, s in self._state.items()}
+        view._job, view._port_owner = dict(self._job), dict(self._port_owner)
+        view._allocations = dict(self._allocations)
+        view._circuits = {rail: dict(c) for rail, c in self._circuits.items()}
+        view._edge_load = Counter(self._edge_load)
+        return view
+
     def edge_load(self, a: str, b: str) -> int:
         return self._edge_load[frozenset((a, b))]
 
@@ -151,8 +178,15 @@ class FabricState:
 
     # ---- changes ----
     def allocate(self, job: str, allocation: Allocation) -> None:
-        """Give ``job`` the allocation; FabricError names what stands in the way, and nothing changes."""
+        """Give ``job`` the allocation; FabricError names what stands in the way, and nothing changes.
+
+        Spares in it are lent (``allocation.lent`` is recomputed here), which only a preemptible one may.
+        """
         self._check(job, allocation, owned=set(), replacing=False)
+        lent = tuple(a for a in allocation.accelerators if self._state[a] == AcceleratorState.SPARE)
+        if lent and not allocation.preemptible:
+            raise FabricError(f"accelerator {lent[0]!r}", "is a spare: only a preemptible allocation may borrow it")
+        allocation = replace(allocation, lent=lent)
         for acc in allocation.accelerators:
             self._state[acc] = AcceleratorState.ALLOCATED
             self._job[acc] = job
@@ -160,13 +194,14 @@ class FabricState:
         self._allocations[job] = allocation
 
     def release(self, job: str) -> Allocation:
-        """Take the job's allocation back: its healthy accelerators become free, its circuits and fibres go."""
+        """Take the job's allocation back: its healthy accelerators become free (lent spares spare again), its
+        circuits and fibres go."""
         allocation = self._allocation(job)
         for acc in allocation.accelerators:
             if self._job.get(acc) == job:
                 del self._job[acc]
                 if self._state[acc] == AcceleratorState.ALLOCATED:
-                    self._state[acc] = AcceleratorState.FREE
+                    self._state[acc] = AcceleratorState.SPARE if acc in allocation.lent else AcceleratorState.FREE
         self._remove_circuits(allocation)
         del self._allocations[job]
         return allocation
@@ -190,7 +225,8 @@ class FabricState:
     def swap(self, job: str, failed: str, spare: str, ocs: Iterable[OcsCircuit] = (),
              fibre: Iterable[FibreCircuit] = ()) -> Allocation:
         """The spare takes the failed accelerator's rank in ``job``; the job's circuits become its current
-        ones with every circuit through the failed chip's ports replaced by ``ocs``, plus ``fibre``."""
+        ones with every circuit through the failed chip's ports replaced by ``ocs``, plus ``fibre``. A spare
+        taken by a preemptible job is lent (stays in the reserve); a lent spare must be released first."""
         allocation = self._allocation(job)
         if failed not in allocation.accelerators or self._job.get(failed) != job:
             raise FabricError(f"accelerator {failed!r}", f"is not held by job {job!r}")
@@ -200,8 +236,10 @@ class FabricState:
         failed_ports = {(rail, port) for (rail, acc), port in self._port_of.items() if acc == failed}
         kept = tuple(c for c in allocation.ocs if not {(c.rail, c.tx), (c.rail, c.rx)} & failed_ports)
         ranks = tuple(spare if acc == failed else acc for acc in allocation.accelerators)
+        borrowed = (spare,) if allocation.preemptible and self._state[spare] == AcceleratorState.SPARE else ()
         updated = replace(allocation, accelerators=ranks, ocs=kept + tuple(ocs), fibre=allocation.fibre + tuple(fibre),
-                          how=f"{allocation.how}; {spare} replaced {failed}")
+                          how=f"{allocation.how}; {spare} replaced {failed}",
+                          lent=tuple(a for a in ranks if a in allocation.lent or a in borrowed))
         self._remove_circuits(allocation)
         try:
             self._check(job, updated, owned={a for a in ranks if a != spare}, replacing=True)
@@ -309,6 +347,8 @@ class FabricState:
         for job, allocation in self._allocations.items():
             assert all(self._job.get(a) == job or self._state[a] == AcceleratorState.FAILED
                        for a in allocation.accelerators), job
+            assert allocation.preemptible or not allocation.lent, f"{job}: a spare lent to a non-preemptible job"
+            assert set(allocation.lent) <= set(allocation.accelerators), f"{job}: lends a spare it does not hold"
         for rail_id, circuits in self._circuits.items():
             assert len(set(circuits.values())) == len(circuits), f"{rail_id}: a port receives twice"
             ports = self.rails[rail_id].ports

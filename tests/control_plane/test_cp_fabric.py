@@ -244,3 +244,78 @@ async def test_fabric_changes_need_admin_with_keys(planes, connect):
                                          metadata=(("authorization", f"Bearer {submit_key}"),))).version == 0
     reply = await stubs.fabric.LoadFabric(document, metadata=(("authorization", f"Bearer {admin_key}"),))
     assert reply.version == 1
+
+
+async def _event(stubs: FabricStubs, job_id: str, kind: str, started: asyncio.Event) -> pb.JobEvent:
+    async for event in stubs.jobs.WatchJob(pb.GetJobRequest(job_id=job_id)):
+        started.set()
+        if event.kind == kind:
+            return event
+    raise AssertionError(f"the watch ended without a {kind} event")
+
+
+async def test_a_preemptible_job_borrows_the_spare_until_a_failure_reclaims_it(planes, connect, database_url):
+    plane = await planes.start(database_url=database_url)
+    stubs = await connect(plane.address)
+    await stubs.load(rack_fabric())
+    big, _ = await stubs.register("big", count=4)
+    other, _ = await stubs.register("other", count=3)
+    assert list((await stubs.placement(big)).accelerators) == ["h0-g0", "h0-g1", "h0-g2", "h0-g3"]
+    assert list((await stubs.placement(other)).accelerators) == ["h1-g0", "h1-g1", "h1-g2"]
+    plain, plain_token = await stubs.register("plain", count=1)  # only the spare h1-g3 is left
+    waiting = await stubs.placement(plain)
+    assert not waiting.accelerators and waiting.waiting_reason  # a non-preemptible job never gets a spare
+    borrower, _ = await stubs.register("borrower", count=1, preemptible=True)
+    assert list((await stubs.placement(borrower)).accelerators) == ["h1-g3"]
+    await stubs.jobs.CancelJob(pb.JobRef(job_id=plain, job_token=plain_token))
+    assert plane.fabric.view.state.lent() == {"h1-g3": borrower}
+    assert plane.fabric.view.state.reserve("r0") == 1
+
+    # Restart: the lent spare is still lent (SQL keeps the mark).
+    await planes.stop(plane)
+    plane = await planes.start(database_url=database_url)
+    assert plane.fabric.view.state.lent() == {"h1-g3": borrower}
+    stubs = await connect(plane.address)
+
+    # big's chip fails: no free spare, so the lent one is reclaimed; the borrower is preempted and told.
+    started = asyncio.Event()
+    watch = asyncio.create_task(_event(stubs, borrower, "fabric_preempted", started))
+    await asyncio.wait_for(started.wait(), 5)
+    change = await stubs.fabric.FailAccelerator(pb.AcceleratorRequest(accelerator="h0-g1"))
+    assert (change.recovery.kind, change.recovery.job_id, change.recovery.spare) == ("in-rack swap", big, "h1-g3")
+    event = await asyncio.wait_for(watch, 5)
+    assert (event.recovery.kind, event.recovery.job_id, event.recovery.failed, event.recovery.spare) == (
+        "preempted", borrower, "h0-g1", "h1-g3")
+    waiting = await stubs.placement(borrower)
+    assert not waiting.accelerators and waiting.waiting_reason == "preempted: spare reclaimed for h0-g1"
+    assert event.job.placement.waiting_reason == waiting.waiting_reason
+    assert list((await stubs.placement(big)).accelerators) == ["h0-g0", "h1-g3", "h0-g2", "h0-g3"]
+
+    # Restart: the same state and the same waiting reason.
+    before = plane.fabric.view
+    await planes.stop(plane)
+    plane = await planes.start(database_url=database_url)
+    after = plane.fabric.view
+    after.state.check_invariants()
+    assert snapshot(after.state) == snapshot(before.state) and after.record.pending == before.record.pending
+    assert after.state.lent() == {} and after.state.reserve("r0") == 0
+    stubs = await connect(plane.address)
+    assert (await stubs.placement(borrower)).waiting_reason == "preempted: spare reclaimed for h0-g1"
+
+    # The repair frees h0-g1: the queue retry places the preempted job again.
+    started = asyncio.Event()
+    watch = asyncio.create_task(_event(stubs, borrower, "fabric_placed", started))
+    await asyncio.wait_for(started.wait(), 5)
+    repaired = await stubs.fabric.RepairAccelerator(pb.AcceleratorRequest(accelerator="h0-g1"))
+    assert list(repaired.placed_jobs) == [borrower]
+    await asyncio.wait_for(watch, 5)
+    placed = await stubs.placement(borrower)
+    assert list(placed.accelerators) == ["h0-g1"] and not placed.waiting_reason
+    plane.fabric.view.state.check_invariants()
+
+    # Reloading the same file keeps both: the spare the file declares is big's now, not a lent one.
+    version = plane.fabric.view.record.version
+    assert (await stubs.load(rack_fabric())).version == version + 1
+    state = plane.fabric.view.state
+    assert state.allocations[big].accelerators == ("h0-g0", "h1-g3", "h0-g2", "h0-g3")
+    assert state.allocations[borrower].accelerators == ("h0-g1",) and state.lent() == {}
