@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import ClassVar
 
 from policies.base import JobView, SchedulingContext
@@ -48,40 +49,56 @@ def _overlap(a: Constraint, b: Constraint) -> bool:
     return low <= high
 
 
-def _registered(job: JobView) -> tuple[float, str]:
-    return job.registered_at, job.job_id
-
-
 class FifoFloor(ReorderPlugin):
     name: ClassVar[str] = "fifo_floor"
     overtake: NonNegative = 0.5
 
     def reorder(self, ordered: Sequence[JobView], ctx: SchedulingContext) -> list[JobView]:
-        arrival = sorted(range(len(ordered)), key=lambda i: _registered(ordered[i]))
-        rank = {i: r for r, i in enumerate(arrival)}
-        keys = {job.eligibility_key: job.public for job in ordered}
-        kind = {key: k for k, key in enumerate(keys)}
-        publics = list(keys.values())
-        competes = [[a is b or compete(a, b) for b in publics] for a in publics]
-        # (arrival rank, remaining service, class, job), in the sorted order
-        order = [(rank[i], remaining_service(job), kind[job.eligibility_key], job) for i, job in enumerate(ordered)]
-        # Oldest first: a job moves up only past jobs registered after it, so it never adds to the
-        # overtakers of a job already placed.
-        for mine in range(len(order)):
-            at = next(i for i, entry in enumerate(order) if entry[0] == mine)
-            _, own, cls, _ = order[at]
-            budget, against = self.overtake * own, competes[cls]
-            if math.isinf(budget):
-                continue
-            ahead = [entry[1] for entry in order[:at] if entry[0] > mine and against[entry[2]]]
-            unbounded, held = sum(map(math.isinf, ahead)), sum(s for s in ahead if not math.isinf(s))
-            while (unbounded or held > budget) and at > 0 and order[at - 1][0] > mine:
-                passed = order[at - 1]
-                if against[passed[2]]:
-                    if math.isinf(passed[1]):
-                        unbounded -= 1
-                    else:
-                        held -= passed[1]
-                order[at - 1], order[at] = order[at], passed
-                at -= 1
-        return [entry[3] for entry in order]
+        publics = {job.eligibility_key: job.public for job in ordered}
+        competing = frozenset((a, b) for a in publics for b in publics if _compete(a, b, publics))
+        jobs = tuple((job.registered_at, job.job_id, remaining_service(job), job.eligibility_key) for job in ordered)
+        return [ordered[i] for i in _floored(jobs, competing, self.overtake)]
+
+
+_COMPETE: dict[tuple[str, str], bool] = {}
+
+
+def _compete(a: str, b: str, publics: dict[str, Constraints]) -> bool:
+    """:func:`compete` of two classes, by key (a class's key is its public constraints' JSON); memoised."""
+    if a == b:
+        return True
+    if (a, b) not in _COMPETE:
+        if len(_COMPETE) > 4096:
+            _COMPETE.clear()
+        _COMPETE[a, b] = compete(publics[a], publics[b])
+    return _COMPETE[a, b]
+
+
+@lru_cache(maxsize=1024)
+def _floored(jobs: tuple[tuple[float, str, float, str], ...], competing: frozenset[tuple[str, str]],
+             overtake: float) -> tuple[int, ...]:
+    """The floor's order, as indices into ``jobs`` ((registered_at, job_id, remaining service, class) in the
+    sorted order). Cached: the order is recomputed after every bind, but it changes only when a round closes
+    or a job comes or goes."""
+    arrival = {i: rank for rank, i in enumerate(sorted(range(len(jobs)), key=lambda i: jobs[i][:2]))}
+    order = [(arrival[i], service, key, i) for i, (_, _, service, key) in enumerate(jobs)]
+    # Oldest first: a job moves up only past jobs registered after it, so it never adds to the
+    # overtakers of a job already placed.
+    for mine in range(len(order)):
+        at = next(i for i, entry in enumerate(order) if entry[0] == mine)
+        _, own, key, _ = order[at]
+        budget = overtake * own
+        if math.isinf(budget):
+            continue
+        ahead = [entry[1] for entry in order[:at] if entry[0] > mine and (key, entry[2]) in competing]
+        unbounded, held = sum(map(math.isinf, ahead)), sum(s for s in ahead if not math.isinf(s))
+        while (unbounded or held > budget) and at > 0 and order[at - 1][0] > mine:
+            passed = order[at - 1]
+            if (key, passed[2]) in competing:
+                if math.isinf(passed[1]):
+                    unbounded -= 1
+                else:
+                    held -= passed[1]
+            order[at - 1], order[at] = order[at], passed
+            at -= 1
+    return tuple(entry[3] for entry in order)
