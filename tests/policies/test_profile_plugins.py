@@ -108,7 +108,7 @@ def test_class_order_offers_the_scarcest_class_first(view: Callable[..., JobView
     ]
     assert [[j.job_id for j in g] for g in ClassOrder().partition(jobs, ctx)] == [
         ["strict-big"], ["loose-small", "loose-big"]]
-    default = PropiusPolicy(speed_tiers=False, fifo_floor=False)  # registered together: the floor would reorder
+    default = PropiusPolicy(speed_tiers=False)
     ordered = default.order(jobs, ctx)
     assert [j.job_id for j in default.rank_for_client(CLIENT, ordered, ctx)] == [
         "loose-small", "strict-big", "loose-big"]  # smallest remaining service, whatever the class

@@ -101,9 +101,9 @@ def test_one_huge_job_among_a_stream_of_small_ones_finishes_within_the_bound() -
     starved = next(job for job in unbounded.jobs if job.workload.name == "huge")
     assert starved.finished_at is not None and starved.finished_at > 5.0 + slowdown * rounds * limit + limit
     assert all(job.finished_at is not None for job in bounded.jobs)  # the small jobs still all finish
-    # The default's FIFO floor alone: the open small jobs registered after it may hold at most half its remaining
+    # The FIFO floor alone: the open small jobs registered after it may hold at most half its remaining
     # service (135) ahead of it, two of them (30 each); it finishes among the first, as under FIFO.
-    floored = run(starvation_bound=False)
+    floored = run(starvation_bound=False, fifo_floor=True)
     first = next(job for job in floored.jobs if job.workload.name == "huge")
     assert first.finished_at is not None and first.finished_at <= 5.0 + slowdown * limit + limit
     assert all(job.finished_at is not None for job in floored.jobs)
