@@ -4,7 +4,8 @@ The scheduling core calls ``order``, ``rank_for_client``, ``wake_key`` and ``wan
 any policy; this class turns each call into the plug-ins' points (:mod:`policies.plugins.base`):
 
 - ``order``: jobs that every ``admit`` plug-in admits, sorted by the ``sort`` plug-in's score (FIFO without
-  one), then ``(registered_at, job_id)``; the jobs a ``promote`` plug-in promotes go first, lowest key first.
+  one), then ``(registered_at, job_id)``, then adjusted by each ``reorder`` plug-in; the jobs a ``promote``
+  plug-in promotes go first, lowest key first.
 - ``rank_for_client``: the client's eligible jobs (in the global order), promoted ones first; the rest split
   into groups by the ``partition`` plug-in (one group without one); each group's head dropped when a ``pin``
   plug-in keeps it from this client (a promoted job is never pinned); then every ``offer`` plug-in in turn.
@@ -25,6 +26,7 @@ from policies.plugins.base import (
     PinPlugin,
     Plugin,
     PromotePlugin,
+    ReorderPlugin,
     SortPlugin,
     WakePlugin,
 )
@@ -51,6 +53,7 @@ class ProfilePolicy(Policy):
         self.plugins = tuple(plugins)
         self._admit = [p for p in self.plugins if isinstance(p, AdmitPlugin)]
         self._sort = next((p for p in self.plugins if isinstance(p, SortPlugin)), None)
+        self._reorder = [p for p in self.plugins if isinstance(p, ReorderPlugin)]
         self._promote = [p for p in self.plugins if isinstance(p, PromotePlugin)]
         self._partition = next((p for p in self.plugins if isinstance(p, PartitionPlugin)), None)
         self._pin = [p for p in self.plugins if isinstance(p, PinPlugin)]
@@ -72,7 +75,10 @@ class ProfilePolicy(Policy):
         return 0.0 if self._sort is None else self._sort.score(job, ctx)
 
     def order(self, jobs: Sequence[JobView], ctx: SchedulingContext) -> list[JobView]:
-        promoted, rest = self._promoted(super().order(jobs, ctx), ctx)
+        ordered = super().order(jobs, ctx)
+        for plugin in self._reorder:
+            ordered = plugin.reorder(ordered, ctx)
+        promoted, rest = self._promoted(ordered, ctx)
         return promoted + rest
 
     def rank_for_client(

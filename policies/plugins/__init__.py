@@ -18,6 +18,7 @@ from policies.plugins.class_order import ClassOrder
 from policies.plugins.deadline_aware import DeadlineAware
 from policies.plugins.doom_guard import DoomGuard
 from policies.plugins.fastest_wake import FastestWake
+from policies.plugins.fifo_floor import FifoFloor
 from policies.plugins.hold_for_tight import HoldForTight
 from policies.plugins.longest_first import LongestFirst
 from policies.plugins.speed_tiers import SpeedTiers
@@ -32,8 +33,8 @@ PLUGIN_GROUP = "propius.policy_plugins"
 
 # Built in here rather than through entry points, so a checkout runs without reinstalling its metadata.
 BUILTIN: tuple[type[Plugin], ...] = (
-    SmallestRemainingFirst, LongestFirst, StarvationBound, ClassOrder, SpeedTiers, HoldForTight, DeadlineAware,
-    AvailabilityAware, DoomGuard, StragglerGuard, WaitForFaster, FastestWake,
+    SmallestRemainingFirst, LongestFirst, FifoFloor, StarvationBound, ClassOrder, SpeedTiers, HoldForTight,
+    DeadlineAware, AvailabilityAware, DoomGuard, StragglerGuard, WaitForFaster, FastestWake,
 )
 
 

@@ -10,6 +10,8 @@ point      called                                           combined
 ========== ================================================ =========================================
 admit      per open job: may it be served now?              all must admit (default: every job)
 sort       per admitted job: its score, lower first         at most one plug-in (default: FIFO)
+reorder    per decision: the sorted order, a job moved      applied in profile order
+           ahead of others (a bound on being overtaken)
 promote    per job: serve it ahead of the order?            promoted jobs first, lowest key first
 partition  per check-in: split the client's jobs into       at most one plug-in (default: one group)
            groups, offered group by group
@@ -43,12 +45,13 @@ __all__ = [
     "Plugin",
     "Point",
     "PromotePlugin",
+    "ReorderPlugin",
     "SortPlugin",
     "WakePlugin",
 ]
 
-Point = Literal["admit", "sort", "promote", "partition", "pin", "offer", "wake"]
-POINTS: tuple[Point, ...] = ("admit", "sort", "promote", "partition", "pin", "offer", "wake")
+Point = Literal["admit", "sort", "reorder", "promote", "partition", "pin", "offer", "wake"]
+POINTS: tuple[Point, ...] = ("admit", "sort", "reorder", "promote", "partition", "pin", "offer", "wake")
 
 
 class Plugin(BaseModel):
@@ -89,6 +92,16 @@ class SortPlugin(Plugin):
     @abstractmethod
     def score(self, job: JobView, ctx: SchedulingContext) -> float:
         """The job's score; lower is served first, ``math.inf`` last."""
+
+
+class ReorderPlugin(Plugin):
+    """``reorder``: adjust the sorted order where a rule is about pairs of jobs, not one job's score."""
+
+    point: ClassVar[Point] = "reorder"
+
+    @abstractmethod
+    def reorder(self, ordered: Sequence[JobView], ctx: SchedulingContext) -> list[JobView]:
+        """``ordered`` (the sorted admitted jobs), reordered; the same jobs, none added or dropped."""
 
 
 class PromotePlugin(Plugin):

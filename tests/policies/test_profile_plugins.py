@@ -262,3 +262,35 @@ def test_hold_for_tight_keeps_a_client_for_the_next_round_of_a_job_that_needs_it
     assert offered(policy, [view("big", demand=40, **TASK), view("next", **TASK)], slow) == ["big", "next"]  # untimed
     assert offered(policy, [big, view("next", **TASK)], ClientEstimate()) == ["big", "next"]  # unknown client
     assert offered(PropiusPolicy(), [big, view("next", **TASK)], slow) == ["big", "next"]
+
+
+def test_speed_tiers_pin_only_the_first_pin_share_of_a_round_s_scheduling_window(view: Callable[..., JobView]) -> None:
+    # A round opened at 0 with a 300 s limit, 180 s of it the execution timeout: 120 s to schedule.
+    head = view("head", rounds_total=1, target=13, recent_schedule_s=10.0, recent_response_s=100.0, opened_at=0.0,
+                deadline_at=300.0, execution_timeout_s=180.0)
+    jobs = [head, view("next", eligibility_key="other", rounds_total=2)]
+    slow_client = ClientEstimate(s_per_sample=0.03, bandwidth_kbps=1e4)  # not in the fastest tier (< 0.02)
+
+    def rank(policy: ProfilePolicy, now: float) -> list[str]:
+        ctx = SchedulingContext(now=now, supply_by_class={"{}": 50}, client=slow_client, speed_tiers=(0.02, 0.05))
+        return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
+
+    assert rank(composed(SpeedTiers(pin_share=0.25)), 29.0) == ["next"]  # pinned for the first 30 s
+    assert rank(composed(SpeedTiers(pin_share=0.25)), 30.0) == ["head", "next"]  # then offered to every client
+    assert rank(composed(SpeedTiers(pin_share=1.0)), 119.0) == ["next"]  # the whole window
+
+
+def test_speed_tiers_try_a_client_of_unknown_task_time_only_while_it_is_reliable(view: Callable[..., JobView]) -> None:
+    head = view("head", rounds_total=1, target=13, recent_schedule_s=10.0, recent_response_s=100.0,
+                fast_task_s=110.0, **TASK)
+    jobs = [head, view("next", eligibility_key="other", rounds_total=2)]
+
+    def rank(policy: ProfilePolicy, reliability: float) -> list[str]:
+        unknown = ClientEstimate(reliability=reliability)  # never delivered: no speed, no bandwidth
+        ctx = SchedulingContext(now=0.0, supply_by_class={"{}": 50}, client=unknown, speed_tiers=(0.06, 0.12))
+        return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
+
+    assert rank(composed(SpeedTiers(trial_reliability=0.5)), 0.6) == ["head", "next"]  # tried, as in IRS
+    # Missed twice, never delivered (prior 2 x 0.9: 1.8 / 4): not tried again on a pinned round.
+    assert rank(composed(SpeedTiers(trial_reliability=0.5)), 0.45) == ["next"]
+    assert rank(composed(SpeedTiers(trial_reliability=0.0)), 0.0) == ["head", "next"]

@@ -90,14 +90,20 @@ def test_one_huge_job_among_a_stream_of_small_ones_finishes_within_the_bound() -
         sim.run()
         return sim
 
-    bounded = run(**{"starvation_bound.slowdown": slowdown})
+    bounded = run(**{"starvation_bound.slowdown": slowdown}, fifo_floor=False)  # the bound alone
     huge_job = next(job for job in bounded.jobs if job.workload.name == "huge")
     closes = [r.closed_at for r in huge_job.history if r.succeeded]
     assert len(closes) == rounds
     # Round k is due by 5 + slowdown x k x limit at the latest, and then takes at most one round limit.
     for k, closed_at in enumerate(closes, start=1):
         assert closed_at <= 5.0 + slowdown * k * limit + limit, (k, closed_at)
-    unbounded = run(starvation_bound=False)
+    unbounded = run(starvation_bound=False, fifo_floor=False)
     starved = next(job for job in unbounded.jobs if job.workload.name == "huge")
     assert starved.finished_at is not None and starved.finished_at > 5.0 + slowdown * rounds * limit + limit
     assert all(job.finished_at is not None for job in bounded.jobs)  # the small jobs still all finish
+    # The FIFO floor alone: the open small jobs registered after it may hold at most half its remaining
+    # service (135) ahead of it, two of them (30 each); it finishes among the first, as under FIFO.
+    floored = run(starvation_bound=False, fifo_floor=True)
+    first = next(job for job in floored.jobs if job.workload.name == "huge")
+    assert first.finished_at is not None and first.finished_at <= 5.0 + slowdown * limit + limit
+    assert all(job.finished_at is not None for job in floored.jobs)
