@@ -205,7 +205,7 @@ class ControlPlane:
                         export_every_job=self.settings.trace_export_dir is not None, policy=self.policy_name,
                         guard=self.guard, audit=self.audit, fabric=self.fabric)),
             (pb_grpc.add_FabricServiceServicer_to_server,
-             FabricService(self.fabric, guard=self.guard, audit=self.audit)),
+             FabricService(self.fabric, guard=self.guard, audit=self.audit, jobs=self.jobs)),
             (pb_grpc.add_ClientServiceServicer_to_server,
              ClientService(self.settings, self.binder, self.hot, self.jobs, self.view, self.store, guard=self.guard,
                            audit=self.audit)),

@@ -16,6 +16,7 @@ from control_plane.auth import Guard
 from control_plane.convert import fabric_recovery, job_placement
 from control_plane.errors import InvalidArgument, require_id, rpc_errors
 from control_plane.fabric_manager import MAX_FABRIC_BYTES, FabricManager, Outcome, recovery_detail
+from control_plane.jobs import JobRegistry
 from propius.fabric.model import FabricError, parse_fabric
 from propius.fabric.snapshot import snapshot
 from propius.proto import propius_pb2 as pb
@@ -33,8 +34,11 @@ def _change(outcome: Outcome) -> pb.FabricChange:
 
 
 class FabricService(pb_grpc.FabricServiceServicer):
-    def __init__(self, fabric: FabricManager, *, guard: Guard, audit: AuditLog) -> None:
+    def __init__(self, fabric: FabricManager, *, guard: Guard, audit: AuditLog, jobs: JobRegistry) -> None:
+        """``jobs``: refreshed before a failure is recovered, so a job another shard registered is recovered
+        with its own cloud request (its parallel degrees), not as a plain count of accelerators."""
         self._fabric = fabric
+        self._jobs = jobs
         self._guard = guard
         self._audit = audit
 
@@ -74,7 +78,9 @@ class FabricService(pb_grpc.FabricServiceServicer):
         caller = await self._guard.job_caller(context)
         async with self._audit.call(caller.actor, "FailAccelerator", request.accelerator):
             caller.require("admin")
-            return _change(await self._fabric.fail(require_id(request.accelerator, "accelerator")))
+            accelerator = require_id(request.accelerator, "accelerator")
+            await self._jobs.refresh()
+            return _change(await self._fabric.fail(accelerator))
 
     @rpc_errors
     async def RepairAccelerator(self, request: pb.AcceleratorRequest, context: grpc.aio.ServicerContext):
