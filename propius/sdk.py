@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import grpc
 import numpy as np
 
-from clients.rate_hint import RateLimited, throttled
+from clients.rate_hint import RateLimited, rate_hint, throttled
 from data_plane.tensors import decode, encode
 from propius.channels import async_channel
 from propius.config import ChannelSecurity
@@ -362,10 +362,27 @@ class AsyncJob:
         propius_pb2.JobEvent
             First a ``snapshot`` of the job, then one event per change (``round_started``, ``client_bound``,
             ``update_accepted``, ``client_dropped``, ``round_closed``, ``round_failed``, ...), each with the
-            job's and the round's state after it. The stream ends when the job has finished.
+            job's and the round's state after it. The stream ends when the job has finished. A rate limit that
+            refuses the stream before its first event is waited out within the job's ``rate_limit`` budget.
         """
-        async for event in self._jobs.WatchJob(pb.GetJobRequest(job_id=self.job_id), metadata=self._metadata):
+        throttle = self._rate_limit.start()
+        while True:
+            stream = self._jobs.WatchJob(pb.GetJobRequest(job_id=self.job_id), metadata=self._metadata)
+            try:
+                event = await stream.read()
+            except grpc.aio.AioRpcError as error:
+                hint_s = rate_hint(error)
+                if hint_s is None:
+                    raise
+                wait_s = throttle.next_wait(hint_s)
+                if wait_s is None:
+                    raise RateLimited(error, throttle) from error
+                await asyncio.sleep(wait_s)
+                continue
+            break
+        while event is not grpc.aio.EOF:  # read() throughout: grpc refuses mixing it with async iteration
             yield event
+            event = await stream.read()
 
     async def run_round(
         self, tensors: Mapping[str, np.ndarray], *, demand: int = 0, timeout_s: float = 600.0,

@@ -68,6 +68,20 @@ async def test_the_sdk_waits_out_its_keys_rate(settings, caplog) -> None:
     assert elapsed >= 3 * 0.25 * 0.9  # never earlier than the hints asked
 
 
+async def test_watch_waits_out_a_refused_opening(settings, caplog) -> None:
+    async with keyed_plane(settings, key_rate_per_s=4.0, key_burst=1) as plane:
+        job = AsyncJob(SPEC, plane.address, api_key=_key(plane))
+        await job.register()  # spends the token: the stream's opening is refused, then waited out
+        try:
+            events = job.watch()
+            snapshot = await asyncio.wait_for(anext(events), 10)
+            await events.aclose()
+        finally:
+            await job.cancel()
+            await job.close()
+    assert snapshot.kind == "snapshot" and snapshot.job.job_id == job.job_id
+
+
 async def test_the_sdk_gives_up_with_a_clear_error(settings) -> None:
     async with keyed_plane(settings, key_rate_per_s=0.01, key_burst=1) as plane:  # a token per 100 s
         job = AsyncJob(SPEC, plane.address, api_key=_key(plane), rate_limit=RetryBudget(attempts=5, total_s=2.0))
