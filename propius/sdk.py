@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import grpc
 import numpy as np
 
-from clients.rate_hint import RateLimited, rate_hint, throttled
+from clients.rate_hint import RateLimited, throttled
 from data_plane.tensors import decode, encode
 from propius.channels import async_channel
 from propius.config import ChannelSecurity
@@ -365,21 +365,11 @@ class AsyncJob:
             job's and the round's state after it. The stream ends when the job has finished. A rate limit that
             refuses the stream before its first event is waited out within the job's ``rate_limit`` budget.
         """
-        throttle = self._rate_limit.start()
-        while True:
+        async def opened() -> tuple[Any, Any]:
             stream = self._jobs.WatchJob(pb.GetJobRequest(job_id=self.job_id), metadata=self._metadata)
-            try:
-                event = await stream.read()
-            except grpc.aio.AioRpcError as error:
-                hint_s = rate_hint(error)
-                if hint_s is None:
-                    raise
-                wait_s = throttle.next_wait(hint_s)
-                if wait_s is None:
-                    raise RateLimited(error, throttle) from error
-                await asyncio.sleep(wait_s)
-                continue
-            break
+            return stream, await stream.read()  # a refused opening raises here, before any event
+
+        stream, event = await throttled(opened, self._rate_limit)
         while event is not grpc.aio.EOF:  # read() throughout: grpc refuses mixing it with async iteration
             yield event
             event = await stream.read()

@@ -13,6 +13,7 @@ import json
 import logging
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ from control_plane.store import Store
 from propius.config import Settings
 from propius.fabric import Allocation, Fabric
 from propius.specs import JobSpec
-from propius.trace.card import write_card
+from propius.trace.card import Card, write_card
 from propius.trace.chrome import NoTraceError, build_rank_traces
 from propius.trace.format import RUN_SCRIPT, card_file, data_point_name, rank_file
 from propius.trace.hardware import hardware_from_fabric
@@ -39,6 +40,7 @@ __all__ = [
     "replace_data_point",
     "recorded_policy",
     "try_export_job",
+    "write_data_point",
 ]
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,25 @@ def recorded_policy(store: Store, job_id: str) -> str | None:
     registered = store.events(job_id, limit=1, kind="job_registered")
     policy = json.loads(registered[0].detail_json).get("policy") if registered else None
     return policy if isinstance(policy, str) and policy else None
+
+
+def write_data_point(out_dir: Path, name: str, card: Card, documents: Mapping[int, Any], script: str) -> Path:
+    """Write the data point ``out_dir/<name>``: its card, one trace document per rank and ``run.sh``. Built
+    beside its destination and renamed into place (:func:`replace_data_point`): a failure leaves nothing."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    built = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
+    try:
+        write_card(card, built / card_file(name))
+        for rank, document in documents.items():
+            (built / rank_file(rank)).write_text(json.dumps(document, separators=(",", ":")))
+        (built / RUN_SCRIPT).write_text(script)
+        (built / RUN_SCRIPT).chmod(0o755)
+        built.chmod(0o755)
+        replace_data_point(built, out_dir / name)
+    except BaseException:
+        shutil.rmtree(built, ignore_errors=True)
+        raise
+    return out_dir / name
 
 
 def replace_data_point(built: Path, target: Path) -> None:
@@ -108,22 +129,7 @@ def export_job(
                       hardware=hardware)
 
     name = data_point_name(model=spec.task.model, demand=spec.demand, job=job.name, group=contributor)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    built = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
-    try:
-        write_card(card, built / card_file(name))
-        for rank, document in traces.documents.items():
-            (built / rank_file(rank)).write_text(json.dumps(document, separators=(",", ":")))
-        script = built / RUN_SCRIPT
-        script.write_text(run_script(spec, job_id, launch_command))
-        script.chmod(0o755)
-        built.chmod(0o755)
-        replace_data_point(built, out_dir / name)
-    except BaseException:
-        shutil.rmtree(built, ignore_errors=True)
-        raise
-    return out_dir / name
+    return write_data_point(Path(out_dir), name, card, traces.documents, run_script(spec, job_id, launch_command))
 
 
 def try_export_job(store: Store, job_id: str, out_dir: Path, **options: Any) -> Path | None:

@@ -20,8 +20,6 @@ Events without ``args`` get an empty one (the format requires the key). Nothing 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections import Counter
 from importlib import metadata
 from pathlib import Path
@@ -44,14 +42,11 @@ from propius.trace.card import (
     Parallelization,
     Workload,
     XpuSpec,
-    write_card,
 )
-from propius.trace.export import replace_data_point
+from propius.trace.export import write_data_point
 from propius.trace.format import (
-    RUN_SCRIPT,
     STEP_CATEGORY,
     WORK_CATEGORY,
-    card_file,
     data_point_name,
     is_communication,
     rank_file,
@@ -191,20 +186,7 @@ def export_tier_run(run: TierRun, out_dir: Path, *, launch_command: str, job: Jo
     job_name = f"{job.name if job is not None else 'aggregate'}-tier{run.shards}"
     name = data_point_name(model=model, demand=run.shards, job=job_name,
                            platform="gpu" if run.backend == "nccl" else "cpu", group=contributor)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    built = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
-    try:
-        write_card(_card(run, job, fabric, contributor, contact), built / card_file(name))
-        for rank, document in rank_documents(run).items():
-            (built / rank_file(rank)).write_text(json.dumps(document, separators=(",", ":")))
-        script = built / RUN_SCRIPT
-        body = launch_command if launch_command.endswith("\n") else launch_command + "\n"
-        script.write_text(body if body.startswith("#!") else "#!/usr/bin/env bash\nset -euo pipefail\n" + body)
-        script.chmod(0o755)
-        built.chmod(0o755)
-        replace_data_point(built, out_dir / name)
-    except BaseException:
-        shutil.rmtree(built, ignore_errors=True)
-        raise
-    return out_dir / name
+    body = launch_command if launch_command.endswith("\n") else launch_command + "\n"
+    script = body if body.startswith("#!") else "#!/usr/bin/env bash\nset -euo pipefail\n" + body
+    return write_data_point(Path(out_dir), name, _card(run, job, fabric, contributor, contact),
+                            rank_documents(run), script)

@@ -26,20 +26,12 @@ from propius.fabric import (
 )
 from propius.fabric.generators import rail_cluster, torus_racks
 from propius.fabric.recovery import RecoveryParams, recover
+from tests.fabric.observed import observed
 
 RAILS = rail_cluster(4, 4, rail_kind="ocs", hosts_per_rack=2)
 TORUS = torus_racks(1, 4, 4, 2, fibres=8)
 
 
-def snapshot(state: FabricState) -> dict[str, Any]:
-    return {
-        "states": {a.id: state.state(a.id) for a in state.fabric.accelerators},
-        "jobs": {a.id: state.job_of(a.id) for a in state.fabric.accelerators},
-        "circuits": {r.id: state.circuits(r.id) for r in state.fabric.rails},
-        "owners": {(r.id, p): state.port_owner(r.id, p) for r in state.fabric.rails for p in r.ports},
-        "loads": state.edge_loads(),
-        "allocations": state.allocations,
-    }
 
 
 def random_allocation(fabric: Fabric, data: st.DataObject) -> Allocation:
@@ -70,12 +62,12 @@ def test_any_allocation_is_either_refused_without_trace_or_keeps_the_invariants(
     for fabric in (RAILS, TORUS):
         state = FabricState(fabric)
         for job in ("a", "b", "c"):
-            before = snapshot(state)
+            before = observed(state)
             allocation = random_allocation(fabric, data)
             try:
                 state.allocate(job, allocation)
             except FabricError:
-                assert snapshot(state) == before
+                assert observed(state) == before
                 continue
             state.check_invariants()
         for job in list(state.allocations):
@@ -107,7 +99,7 @@ class FabricMachine(RuleBasedStateMachine):
             return job
         found = placement.place(CloudRequest(count=count), self.state)
         if isinstance(found, Allocation):
-            self.before[job] = snapshot(self.state)
+            self.before[job] = observed(self.state)
             self.state.allocate(job, found)
         return job
 
@@ -161,9 +153,9 @@ TestTorusMachine = TorusMachine.TestCase
 
 def test_a_placement_then_its_release_restores_the_state_exactly() -> None:
     state = FabricState(rail_cluster(4, 4, rail_kind="ocs"))
-    before = snapshot(state)
+    before = observed(state)
     state.allocate("x", RailAlignedPlacement().place(CloudRequest(count=8), state))  # type: ignore[arg-type]
-    assert snapshot(state) != before
+    assert observed(state) != before
     state.release("x")
-    assert snapshot(state) == before
+    assert observed(state) == before
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,6 +15,7 @@ from propius.fabric.generators import rail_cluster, torus_racks
 from propius.fabric.recovery import RecoveryParams, recover
 from propius.fabric.snapshot import FabricSnapshot, restore, snapshot
 from propius.fabric.state import Allocation
+from tests.fabric.observed import observed
 
 RAILS = rail_cluster(4, 4, rail_kind="ocs", hosts_per_rack=2)
 TORUS = torus_racks(1, 4, 4, 2, fibres=8)
@@ -23,15 +23,6 @@ TORUS = torus_racks(1, 4, 4, 2, fibres=8)
 SMALL = load_fabric(Path(__file__).resolve().parents[2] / "propius/examples/fabric-small.yaml")
 
 
-def everything(state: FabricState) -> dict[str, Any]:
-    return {
-        "states": {a.id: state.state(a.id) for a in state.fabric.accelerators},
-        "jobs": {a.id: state.job_of(a.id) for a in state.fabric.accelerators},
-        "circuits": {r.id: state.circuits(r.id) for r in state.fabric.rails},
-        "owners": {(r.id, p): state.port_owner(r.id, p) for r in state.fabric.rails for p in r.ports},
-        "loads": state.edge_loads(),
-        "allocations": state.allocations,
-    }
 
 
 def rebuilt(state: FabricState) -> FabricState:
@@ -72,4 +63,4 @@ def test_restore_of_a_snapshot_is_the_same_state(data: st.DataObject) -> None:
                                     else AcceleratorState.SPARE)
             again = rebuilt(state)
             again.check_invariants()
-            assert everything(again) == everything(state)
+            assert observed(again) == observed(state)
