@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from sqlalchemy import BigInteger, Double, Engine, String, Text, delete, insert, select, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
+from control_plane.store import create_tables
 from propius.fabric.model import AcceleratorState
 from propius.fabric.request import CloudRequest
 from propius.fabric.snapshot import AllocationDoc, FabricSnapshot
@@ -91,23 +92,12 @@ class _Pending(_Base):
     since: Mapped[float]
 
 
-def _create_tables(engine: Engine, attempts: int = 5) -> None:
-    """As :func:`control_plane.store._create_tables`: planes starting together may race on CREATE."""
-    for attempt in range(attempts):
-        try:
-            _Base.metadata.create_all(engine)
-            return
-        except DBAPIError:
-            if attempt == attempts - 1:
-                raise
-
-
 class FabricStore:
     """The fabric tables on the control plane's engine (shared with :class:`control_plane.store.Store`)."""
 
     def __init__(self, engine: Engine) -> None:
         self._session = sessionmaker(engine, expire_on_commit=False)
-        _create_tables(engine)
+        create_tables(engine, _Base.metadata)
 
     def version(self) -> int:
         """The stored version; 0 while no fabric was ever loaded."""

@@ -16,8 +16,10 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeVar, get_args
 
 from sqlalchemy import Engine, Index, Text, create_engine, delete, func, insert, select, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+
+from control_plane.store import create_tables
 
 __all__ = [
     "ROLES",
@@ -190,13 +192,7 @@ class IdentityStore:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._session = sessionmaker(engine, expire_on_commit=False)
-        for attempt in range(5):  # control planes starting together race on CREATE TABLE
-            try:
-                _Base.metadata.create_all(engine)
-                break
-            except DBAPIError:
-                if attempt == 4:
-                    raise
+        create_tables(engine, _Base.metadata)
 
     @classmethod
     def open(cls, url: str) -> IdentityStore:

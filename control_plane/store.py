@@ -21,6 +21,7 @@ from sqlalchemy import (
     Engine,
     ForeignKey,
     Index,
+    MetaData,
     String,
     Text,
     Update,
@@ -50,6 +51,7 @@ __all__ = [
     "RoundRecord",
     "Store",
     "TraceEventRecord",
+    "create_tables",
 ]
 
 JOB_STATES = ("registered", "running", "completed", "cancelled")
@@ -285,12 +287,12 @@ def _on_sqlite_connect(dbapi_connection: Any, _connection_record: Any) -> None:
 # ---------------------------------------------------------------- the store
 
 
-def _create_tables(engine: Engine, attempts: int = 5) -> None:
-    """Create the missing tables. Control planes starting together race between the check and the
+def create_tables(engine: Engine, metadata: MetaData, attempts: int = 5) -> None:
+    """Create ``metadata``'s missing tables. Control planes starting together race between the check and the
     CREATE ("table already exists"); the loser checks again and finds the winner's tables."""
     for attempt in range(attempts):
         try:
-            _Base.metadata.create_all(engine)
+            metadata.create_all(engine)
             return
         except DBAPIError:
             if attempt == attempts - 1:
@@ -329,7 +331,7 @@ class Store:
             engine = engine.execution_options(schema_translate_map={None: schema})
         self._engine = engine
         self._session = sessionmaker(engine, expire_on_commit=False)
-        _create_tables(engine)
+        create_tables(engine, _Base.metadata)
         _add_new_columns(engine, schema)
 
     @property
