@@ -10,37 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from propius.fabric.model import Fabric, Link, Rail
+from propius.fabric.alpha_beta import LinkCost
+from propius.fabric.model import Fabric
 
 __all__ = ["LinkCost", "break_even_delay", "placement_link", "reduce_scatter", "rhd", "ring", "stragglar",
            "stragglar_completion"]
-
-
-@dataclass(frozen=True)
-class LinkCost:
-    """``alpha_s``: seconds per message; ``beta_s_per_byte``: seconds per byte; ``ocs``: an optical-circuit
-    path (a different peer each round would need a reconfiguration per round)."""
-
-    alpha_s: float
-    beta_s_per_byte: float
-    ocs: bool = False
-
-    @classmethod
-    def of(cls, latency_us: float, bandwidth_gbps: float, ocs: bool = False) -> LinkCost:
-        return cls(latency_us * 1e-6, 8.0 / (bandwidth_gbps * 1e9), ocs)
-
-    @classmethod
-    def from_link(cls, link: Link) -> LinkCost:
-        return cls.of(link.latency_us, link.bandwidth_gbps)
-
-    @classmethod
-    def from_rail(cls, rail: Rail, latency_us: float) -> LinkCost:
-        return cls.of(latency_us, rail.bandwidth_gbps, ocs=rail.kind == "ocs")
-
-    def transfer(self, nbytes: float) -> float:
-        return self.alpha_s + self.beta_s_per_byte * nbytes
 
 
 def placement_link(fabric: Fabric, accelerators: Sequence[str]) -> LinkCost | None:

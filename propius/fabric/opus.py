@@ -269,8 +269,8 @@ class _Router:
         accs = [self.state.accelerators[self.ranks[r]] for r in group]
         if len({a.host for a in accs}) == 1 and len({a.domain for a in accs}) == 1:
             link = self.scale_up.get(frozenset((accs[0].id, accs[1].id)))
-            return _Route("scale-up", LinkCost.of(link.bandwidth_gbps if link else 900.0,
-                                                  link.latency_us if link else 0.5))
+            return _Route("scale-up", LinkCost.of(latency_us=link.latency_us if link else 0.5,
+                                                  bandwidth_gbps=link.bandwidth_gbps if link else 900.0))
         indices = {a.index for a in accs}
         if len(indices) != 1 or len({a.host for a in accs}) != len(accs):
             raise FabricError(where, f"spans hosts on local indices {sorted(indices)}: a rail joins one local index "
@@ -279,7 +279,7 @@ class _Router:
         if rail is None:
             raise FabricError(where, f"no rail serves local index {accs[0].index}")
         nic = self.nic.get(accs[0].id)
-        link = LinkCost.of(rail.bandwidth_gbps, nic.latency_us if nic else 2.0)
+        link = LinkCost.of(latency_us=nic.latency_us if nic else 2.0, bandwidth_gbps=rail.bandwidth_gbps)
         if rail.kind == "eps" or self.ideal:
             return _Route("eps", link)
         ports = [self.state.port_of(rail.id, a.id) for a in accs]
@@ -316,7 +316,7 @@ class _Router:
                 sub = replace(phase, name=f"{phase.name}.{c}.s{s}", count=1,
                               compute_s=phase.compute_s if not steps else 0.0)
                 circuits = tuple(r.circuits(Collective.ALL_TO_ALL, s) for r in routes)
-                seconds = tuple(r.link.alpha_s + phase.bytes / (len(g) * r.link.bytes_per_s)
+                seconds = tuple(r.link.transfer(phase.bytes / len(g))
                                 for g, r in zip(phase.groups, routes, strict=True))
                 steps.append(Step(sub, "ocs", circuits, seconds, note))
         return steps
