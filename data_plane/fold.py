@@ -34,6 +34,14 @@ class WeightedSum:
         self.weight = 0.0
         self._scratch = np.empty(_FOLD_BLOCK, np.float64)
 
+    @classmethod
+    def empty(cls, layout: Schema) -> WeightedSum:
+        """Zero sums of ``layout``'s shapes and no weight: what a shard with nothing folded adds to the others."""
+        total = cls()
+        total.schema = layout
+        total.sums = {name: np.zeros(shape) for name, (_, shape) in layout.items()}
+        return total
+
     def rescale(self, weight: float) -> tuple[float, float]:
         """Make ``weight`` the unit if it is the largest so far, scaling the sums and ``weight`` down to it.
 

@@ -28,8 +28,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
-
 from data_plane.collectives.frames import recv_frame, send_frame
 from data_plane.collectives.tier_worker import UNIT
 from data_plane.fold import WeightedSum
@@ -85,23 +83,18 @@ class _Shard:
         key = (int(header["round"]), int(header["attempt"]), int(header["generation"]))
         layout = _schema(header["schema"])
         expected = int(header["expected"])
-        size = sum(int(np.prod(shape)) for _, shape in layout.values())
-        flat = np.zeros(size + 1)
         error = ""
         count = self.count if key == self.key else 0
         if count != expected:
             error = f"shard {self.rank} folded {count} updates of round {key}, the control plane counted {expected}"
-        elif expected:
-            if self.partial.schema != layout:
-                error = f"shard {self.rank}: its updates' schema differs from the model's"
-            else:
-                self.partial.rescale(UNIT)
-                position = 0
-                for name in layout:
-                    total = self.partial.sums[name].reshape(-1)
-                    flat[position: position + total.size] = total
-                    position += total.size
-                flat[-1] = self.partial.weight
+        elif expected and self.partial.schema != layout:
+            error = f"shard {self.rank}: its updates' schema differs from the model's"
+        if expected and not error:
+            self.partial.rescale(UNIT)
+            self.partial.schema = layout  # equal, but packed in the model's order, as every shard packs
+            flat = self.partial.pack()
+        else:  # zeros: the shard still takes part, or the others' collective would hang
+            flat = WeightedSum.empty(layout).pack()
         arrival = time.time()
         tensor = torch.from_numpy(flat).to(self.device)
         try:
@@ -120,14 +113,8 @@ class _Shard:
         reply: dict[str, Any] = {"ok": not error, "error": error, "arrival": arrival, "finish": finish}
         if error or self.rank != 0:
             return reply, b""
-        total = WeightedSum()
-        total.schema = layout
-        position = 0
-        for name, (_, shape) in layout.items():
-            n = int(np.prod(shape))
-            total.sums[name] = summed[position: position + n].reshape(shape).copy()
-            position += n
-        total.weight = float(summed[-1])
+        total = WeightedSum.empty(layout)
+        total.unpack(summed)
         reply["total_weight"] = total.weight * UNIT
         return reply, encode(total.mean())
 
