@@ -29,6 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 from data_plane.collectives.frames import recv_frame, send_frame
+from data_plane.collectives.process_group import default_backend, shard_device
 from data_plane.collectives.tier_worker import UNIT
 from data_plane.fold import WeightedSum
 from data_plane.tensors import Schema, check_finite, decode, encode, schema
@@ -135,12 +136,9 @@ def main() -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    device = torch.device("cpu")
     if args.backend == "auto":
-        args.backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= args.world else "gloo"
-    if args.backend == "nccl":
-        device = torch.device(f"cuda:{args.rank % torch.cuda.device_count()}")
-        torch.cuda.set_device(device)
+        args.backend = default_backend(args.world)
+    device = shard_device(args.backend, args.rank)
     dist.init_process_group(args.backend, store=dist.FileStore(args.store, args.world), rank=args.rank,
                             world_size=args.world, timeout=timedelta(seconds=args.timeout_s))
     try:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from data_plane.collectives.cost import LinkCost
+from data_plane.collectives.process_group import default_backend
 from data_plane.collectives.selector import Selector
 from data_plane.tensors import Schema, check_finite, decode, schema
 from data_plane.updates import Aggregate, is_real
@@ -189,10 +190,9 @@ def run_tier(cohorts: Sequence[Sequence[tuple[bytes, float]]], workdir: Path, *,
 
 def _default_backend(n: int) -> str:
     try:
-        import torch
+        return default_backend(n)
     except ImportError as error:
         raise TierError("backend", "the tier runs on torch.distributed: install the client extra") from error
-    return "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= n else "gloo"
 
 
 def _launch(workdir: Path, n: int, timeout_s: float) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from data_plane.collectives.cost import LinkCost
+from data_plane.collectives.process_group import shard_device
 from data_plane.collectives.schedule import stragglar_schedule
 from data_plane.collectives.selector import Algorithm, Selector, StragglerTracker
 from data_plane.fold import WeightedSum
@@ -65,10 +66,7 @@ def _worker(args: argparse.Namespace) -> None:
     run = Path(args.run)
     plan = json.loads((run / "plan.json").read_text())
     n, backend = plan["world"], plan["backend"]
-    device = torch.device("cpu")
-    if backend == "nccl":
-        device = torch.device(f"cuda:{args.rank % torch.cuda.device_count()}")
-        torch.cuda.set_device(device)
+    device = shard_device(backend, args.rank)
     dist.init_process_group(backend, store=dist.FileStore(str(run / "store"), n), rank=args.rank, world_size=n,
                             timeout=timedelta(seconds=plan["collective_timeout_s"]))
     try:
