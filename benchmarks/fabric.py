@@ -6,8 +6,8 @@
    first-pending-that-fits. Contiguous-only (fixed wiring) vs random scatter (fixed wiring, a
    packet-switched analogue) vs ours (programmable racks: contiguous, then fragmented, then bandwidth
    steering). Per shape: share queued at arrival, queueing delay, AllReduce bandwidth per accelerator;
-   overall: fragmentation (time-averaged share of free accelerators that cannot host the next request:
-   the head of the queue, or the next arrival when none waits), utilisation, JCT p50/p95. And the 32-chip
+   overall: fragmentation (time-averaged share of free accelerators that no placement of the next request
+   would use: the head of the queue, or the next arrival when none waits), utilisation, JCT p50/p95. And the 32-chip
    counterfactual (:class:`Counterfactual`): at every arrival of the contiguous-only run, would a 2×4×4
    be placed there, and, where it is rejected though a rack has 32 free chips, does ours place it on the
    very same allocations over programmable racks?
@@ -119,43 +119,52 @@ class RandomScatter(Placement):
 _CONTIGUOUS = TorusPlacement(fragmented=False)
 
 
-def can_host(policy: str, state: FabricState, grid: RackGrid, shape: Shape, free: set[str]) -> bool:
-    """Whether ``policy`` could place ``shape`` in this rack now. For ours: an aligned free block, or a
-    fragmented placement over free servers within the fibre counts (the greedy one: a lower bound on what
-    the MILP finds, so our fragmentation is if anything overstated)."""
-    n = math.prod(shape)
+def hostable(policy: str, state: FabricState, grid: RackGrid, shape: Shape, free: set[str]) -> set[str]:
+    """The free accelerators of this rack that some placement of ``shape`` by ``policy`` would use now. Random
+    scatter: every free one, when the rack has enough. Contiguous-only: those inside an aligned free block.
+    Ours: those, and the accelerators of every free server that a fragmented placement within the fibre
+    counts can start from (the greedy one, each server tried as the first slot: a lower bound on what the
+    MILP finds, so our fragmentation is if anything overstated)."""
+    in_rack = {a for a in grid.acc_at.values() if a in free}
     if policy == "random scatter":
-        return sum(a in free for a in grid.acc_at.values()) >= n
-    if _CONTIGUOUS._contiguous(state, grid, shape, free) is not None:  # an aligned free block that fits
-        return True
-    if policy == "contiguous only" or not grid.programmable:
-        return False
+        return in_rack if len(in_rack) >= math.prod(shape) else set()
+    usable = {a for block in _CONTIGUOUS.contiguous_blocks(state, grid, shape, free) for a in block.accelerators}
+    if policy == "contiguous only" or not grid.programmable or len(in_rack) < math.prod(shape):
+        return usable
     slots = _slots(shape, grid)
     if slots is None or not slots.adjacencies:
-        return False
+        return usable
     servers = [h for h in grid.host_at.values() if all(a in free for a in grid.host_accelerators(h))]
     if len(servers) < len(slots.cells):
-        return False
+        return usable
     adjacency = grid.neighbours(state)
     paths = {(u, v): shortest_paths(adjacency, u, v, 3) for u in servers for v in servers if u != v}
-    return _greedy(state, slots, servers, paths) is not None
+    in_some: set[str] = set()
+    for first in servers:  # the greedy puts its first slot on the first server it is given
+        if first in in_some:
+            continue
+        found = _greedy(state, slots, [first, *(h for h in servers if h != first)], paths)
+        if found is not None:
+            in_some.update(found[0])
+    return usable | {a for h in in_some for a in grid.host_accelerators(h)}
 
 
 FRAGMENTATION = {"all": "fragmentation", "sub": "fragmentation_sub_rack", "all_stranded": "stranded",
                  "sub_stranded": "stranded_sub_rack"}
-"""Time-averaged shares of free chips: in racks that cannot host the next request (``all``) or the next sub-rack
-request (``sub``); ``stranded``: only racks that have at least as many free chips as it asks (held back by
-shape or fibres, not by count)."""
+"""Time-averaged shares of free chips that no placement of the next request (``all``) or of the next sub-rack
+request (``sub``) would use; ``stranded``: the part of those in racks that have at least as many free chips
+as it asks (held back by shape or fibres, not by count)."""
 
 
 def unusable(policy: str, state: FabricState, grids: list[RackGrid], shape: Shape, free: set[str]) -> tuple[int, int]:
-    """Free chips in racks that cannot host ``shape``, and of those, chips in racks with enough of them."""
+    """Free chips that no placement of ``shape`` would use, and of those, chips in racks with enough of them."""
     stuck = stranded = 0
     for grid in grids:
         here = sum(a in free for a in grid.acc_at.values())
-        if here and not can_host(policy, state, grid, shape, free):
-            stuck += here
-            stranded += here if here >= math.prod(shape) else 0
+        if here:
+            left = here - len(hostable(policy, state, grid, shape, free))
+            stuck += left
+            stranded += left if here >= math.prod(shape) else 0
     return stuck, stranded
 
 
@@ -163,11 +172,12 @@ def _name(shape: Shape) -> str:
     return "x".join(map(str, shape))
 
 
-def _arrivals(mix: dict[Shape, float], racks: int, jobs: int, seed: int) -> list[tuple[float, Shape, float]]:
+def _arrivals(mix: dict[Shape, float], racks: int, jobs: int, seed: int,
+              load: float) -> list[tuple[float, Shape, float]]:
     rng = random.Random(seed)
     shapes, weights = list(mix), list(mix.values())
     mean_size = sum(math.prod(s) * w for s, w in mix.items())
-    rate = LOAD * racks * 64 / mean_size  # per mean service time (1 h)
+    rate = load * racks * 64 / mean_size  # per mean service time (1 h)
     out, t = [], 0.0
     for _ in range(jobs):
         t += rng.expovariate(rate)
@@ -194,6 +204,9 @@ class Counterfactual:
     reasons: dict[str, int] = field(default_factory=dict)
     """Why ours could not place the rest."""
     ours_area: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FRAGMENTATION, 0.0))
+    ours_at_arrival: list[float] = field(default_factory=list)
+    """At each arrival that finds free chips: the share of them no placement of the arriving request by ours
+    would use, on the twin."""
 
     def ask(self, state: FabricState, twin: FabricState, contiguous: Placement, ours: Placement) -> None:
         self.probes += 1
@@ -217,6 +230,8 @@ class Counterfactual:
         rejected = self.room - self.contiguous
         same = {"contiguous only": {name: contiguous[name] for name in FRAGMENTATION.values()},
                 "ours": {name: self.ours_area[key] / duration for key, name in FRAGMENTATION.items()}}
+        same["ours"]["at_arrival"] = _mean(self.ours_at_arrival)
+        same["contiguous only"]["at_arrival"] = contiguous["fragmentation_at_arrival"]
         return {"fragmentation_same_states": same,
                 "probes": self.probes, "rack_with_32_free": self.room, "contiguous_placed": self.contiguous,
                 "contiguous_rejected_with_room": rejected, "ours_served": self.served,
@@ -226,8 +241,11 @@ class Counterfactual:
                 "ours_not_served_reasons": self.reasons}
 
 
-def allocation_experiment(mix: dict[Shape, float], racks: int, jobs: int, seed: int) -> dict[str, Any]:
-    arrivals = _arrivals(mix, racks, jobs, seed)
+def allocation_experiment(mix: dict[Shape, float], racks: int, jobs: int, seed: int, *, load: float = LOAD,
+                          bandwidth_effect: bool = True) -> dict[str, Any]:
+    """One mix under the three policies. ``bandwidth_effect=False``: every job runs its service time whatever
+    bandwidth it got, so the policies' runs differ by placement alone."""
+    arrivals = _arrivals(mix, racks, jobs, seed, load)
     capacity = racks * 64
     policies: dict[str, Any] = {}
     counterfactual = Counterfactual()
@@ -251,6 +269,7 @@ def allocation_experiment(mix: dict[Shape, float], racks: int, jobs: int, seed: 
         util_area = last = 0.0
         area = dict.fromkeys(("all", "sub", "all_stranded", "sub_stranded"), 0.0)
         fragmented = arrived_so_far = 0
+        at_arrival: list[float] = []
         cpu = time.process_time()
         while events:
             now, _, kind, k = heapq.heappop(events)
@@ -274,6 +293,12 @@ def allocation_experiment(mix: dict[Shape, float], racks: int, jobs: int, seed: 
                 if twin is not None:
                     twin.release(f"j{k}")
             else:
+                if free:  # what the arriving request finds (Poisson arrivals see time averages)
+                    shape = arrivals[k][1]
+                    at_arrival.append(unusable(policy, state, grids, shape, free)[0] / len(free))
+                    if twin is not None:
+                        counterfactual.ours_at_arrival.append(unusable("ours", twin, twin_grids, shape, free)[0]
+                                                              / len(free))
                 if twin is not None:
                     counterfactual.ask(state, twin, placement, ours)
                 pending.append(k)
@@ -297,7 +322,7 @@ def allocation_experiment(mix: dict[Shape, float], racks: int, jobs: int, seed: 
                 bw = found.bandwidth_gbps or reference
                 bandwidth[_name(shape)].append(bw)
                 wait[_name(shape)].append(now - arrived)
-                run = service * ((1 - COMM_SHARE) + COMM_SHARE * reference / bw)
+                run = service * ((1 - COMM_SHARE) + COMM_SHARE * reference / bw) if bandwidth_effect else service
                 jct.append(now + run - arrived)
                 heapq.heappush(events, (now + run, 1, "done", j))
         if twin is not None:
@@ -307,10 +332,36 @@ def allocation_experiment(mix: dict[Shape, float], racks: int, jobs: int, seed: 
                              "wait_mean_h": _mean(wait[s]), "allreduce_gbps": _mean(bandwidth[s])}
                          for s in queued},
             **{name: area[key] / last for key, name in FRAGMENTATION.items()},
+            "fragmentation_at_arrival": _mean(at_arrival),
             "utilisation": util_area / last,
             "jct_p50_h": statistics.median(jct), "jct_p95_h": statistics.quantiles(jct, n=20)[-1],
             "fragmented_placements": fragmented, "served": len(jct), "cpu_s": round(time.process_time() - cpu, 1)}
     return {"policies": policies, "same_states": counterfactual.summary(policies["contiguous only"], duration)}
+
+
+SWEEP_LOADS = (0.5, 0.7, 0.9)
+VARIANTS = {"placement and steering": True, "placement alone": False}
+"""The sweep's two comparisons: the whole plug-in (steered slices finish sooner, which also frees chips
+sooner), and placement alone (every job runs its service time whatever bandwidth it got)."""
+
+
+def _sweep_one(task: tuple[str, float, int, str, int, int]) -> dict[str, Any]:
+    mix_name, load, seed, variant, racks, jobs = task
+    run = allocation_experiment(MIXES[mix_name], racks, jobs, seed, load=load, bandwidth_effect=VARIANTS[variant])
+    return {"mix": mix_name, "load": load, "seed": seed, "variant": variant,
+            **{policy: {"at_arrival": v["fragmentation_at_arrival"], "next": v["fragmentation"],
+                        "utilisation": v["utilisation"]} for policy, v in run["policies"].items()}}
+
+
+def fragmentation_sweep(racks: int, jobs: int, seeds: list[int], loads: tuple[float, ...] = SWEEP_LOADS,
+                        workers: int | None = None) -> list[dict[str, Any]]:
+    """Each policy's own fragmentation over offered loads, mixes, seeds and the two :data:`VARIANTS`
+    (processes in parallel, one per core)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    tasks = [(m, load, seed, v, racks, jobs) for m in MIXES for load in loads for seed in seeds for v in VARIANTS]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_sweep_one, tasks))
 
 
 def _mean(values: list[float] | list[int]) -> float:
@@ -701,13 +752,16 @@ def anchor_table(result: dict[str, Any]) -> list[str]:
                                for s in SUB_RACK) - 1
         cf = result["allocation"][mix_name]["same_states"]
         same = cf["fragmentation_same_states"]
-        cut = {k: _change(same["contiguous only"][k], same["ours"][k]) for k in FRAGMENTATION.values()}
+        cut = {k: _change(same["contiguous only"][k], same["ours"][k]) for k in [*FRAGMENTATION.values(), "at_arrival"]}
+        sweep = {(row["load"], row["variant"]): _change(*row["cuts"]) for row in _sweep_rows(result)
+                 if row["mix"] == mix_name}
+        swept = "; ".join(f"{variant} {', '.join(f'{sweep[(load, variant)]} at {load:g}' for load in SWEEP_LOADS)}"
+                          for variant in VARIANTS if all((load, variant) in sweep for load in SWEEP_LOADS))
         cols.append({
             "bandwidth": f"{gain:+.0%} mean over the sub-rack shapes",
-            "fragmentation": f"same states: {cut['fragmentation']} (next request), {cut['fragmentation_sub_rack']} "
-                             f"(next sub-rack); stranded by shape: {cut['stranded']}, {cut['stranded_sub_rack']}; "
-                             f"own runs: {_gain(alloc, 'fragmentation'):+.0%}, "
-                             f"{_gain(alloc, 'fragmentation_sub_rack'):+.0%}",
+            "fragmentation": f"own runs, at arrivals, by offered load: {swept or 'not swept'}; same states at "
+                             f"{LOAD:g}: {cut['at_arrival']} (at arrivals), {cut['fragmentation']} (next request); "
+                             f"stranded by shape: {cut['stranded']}",
             "rejected": f"contiguous-only rejects {_share(cf['contiguous_rejected_share_with_room'])} of 2x4x4 "
                         f"asks with ≥ 32 free in a rack; ours serves {_share(cf['ours_served_share'])} of those",
         })
@@ -720,17 +774,52 @@ def anchor_table(result: dict[str, Any]) -> list[str]:
             f"({small['fixed_links']:g} → {small['steered_links']:g} links) | same | same argument: 2 of 6 ports "
             "usable on fixed wiring |",
             f"| compute fragmentation | up to −70 % | {cols[0]['fragmentation']} | {cols[1]['fragmentation']} | "
-            f"ours: time-averaged share of free chips in racks that cannot host the next request, "
-            f"{result['args']['racks']} racks (own runs differ in load too: ours' jobs finish sooner); paper: its "
-            "own simulator and metric, TPU v4 distribution incl. multi-rack slices |",
+            f"ours: share of free chips no placement of the arriving request would use, {result['args']['racks']} "
+            "racks of one slice each (count shortage, which no placement fixes, dominates at high load and with "
+            "whole-rack requests); paper: its own simulator and metric, TPU v4 distribution incl. multi-rack "
+            "slices |",
             f"| fragmented 32-chip requests | ~75 % rejected by contiguous allocators, served by Morphlux | "
             f"{cols[0]['rejected']} | {cols[1]['rejected']} | ours asks a 2x4x4 at every arrival of the "
             "contiguous-only run and places it on the same allocations over programmable racks |"]
 
 
+def _sweep_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sweep per (mix, load, variant), averaged over seeds: each policy's fragmentation at arrivals and for
+    the next request, and ``cuts`` (contiguous-only's and ours' at arrivals)."""
+    groups: dict[tuple[str, float, str], list[dict[str, Any]]] = {}
+    for row in result.get("fragmentation_sweep", []):
+        groups.setdefault((row["mix"], row["load"], row["variant"]), []).append(row)
+    rows = []
+    for (mix_name, load, variant), runs in groups.items():
+        mean = {policy: {k: statistics.mean(r[policy][k] for r in runs) for k in ("at_arrival", "next")}
+                for policy in POLICIES}
+        rows.append({"mix": mix_name, "load": load, "variant": variant, "seeds": len(runs), **mean,
+                     "cuts": (mean["contiguous only"]["at_arrival"], mean["ours"]["at_arrival"]),
+                     "per_seed": [_change(r["contiguous only"]["at_arrival"], r["ours"]["at_arrival"]) for r in runs]})
+    return rows
+
+
+def _sweep_table(result: dict[str, Any]) -> list[str]:
+    rows = _sweep_rows(result)
+    if not rows:
+        return []
+    lines = ["## Fragmentation by offered load (each policy's own run; mean over seeds)", "",
+             "Share of free chips that no placement of the request would use: at arrivals (the arriving request) "
+             "and time-averaged for the next request (the head of the queue, else the next arrival).", "",
+             "| mix | load | comparison | at arrivals: contiguous → ours (change; per seed) | random scatter | "
+             "next request: contiguous → ours |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        c, o, r = row["contiguous only"], row["ours"], row["random scatter"]
+        lines.append(f"| {row['mix']} | {row['load']:g} | {row['variant']} | {c['at_arrival']:.3f} → "
+                     f"{o['at_arrival']:.3f} ({_change(c['at_arrival'], o['at_arrival'])}; "
+                     f"{', '.join(row['per_seed'])}) | {r['at_arrival']:.3f} | {c['next']:.3f} → {o['next']:.3f} "
+                     f"({_change(c['next'], o['next'])}) |")
+    return [*lines, ""]
+
+
 def tables(result: dict[str, Any]) -> str:
     rails, fail = result["rails"], result["failures"]
-    lines = _allocation_tables(result)
+    lines = _allocation_tables(result) + _sweep_table(result)
     lines += ["## Rails (32 hosts × 8 GPUs, 300 arrivals with releases)", "",
               "| placement | jobs | cross-rail GB / job-iteration | TP GB off scale-up (total) | predicted comm "
               "ms / iteration (mean, p95) | vs the same job rail-aligned on an empty cluster |",
@@ -827,15 +916,21 @@ def main() -> None:
     parser.add_argument("--racks", type=int, default=4)
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sweep-seeds", type=int, default=2,
+                        help="seeds (from --seed) of the fragmentation sweep over loads; 0 skips it")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for fabric.json and fabric.png")
     args = parser.parse_args()
     started, cpu = time.perf_counter(), time.process_time()
     result = {"allocation": {name: allocation_experiment(mix, args.racks, args.jobs, args.seed)
                              for name, mix in MIXES.items()},
               "injection": injection_bandwidth(),
+              "fragmentation_sweep": fragmentation_sweep(args.racks, args.jobs,
+                                                         list(range(args.seed, args.seed + args.sweep_seeds)))
+              if args.sweep_seeds > 0 else [],
               "rails": rails_experiment(args.seed), "failures": failures_experiment(args.racks, args.seed),
               "setup": {"mixes": {name: {_name(s): w for s, w in mix.items()} for name, mix in MIXES.items()},
-                        "probe": _name(PROBE), "load": LOAD, "comm_share": COMM_SHARE, "horizon_h": HORIZON_H},
+                        "probe": _name(PROBE), "load": LOAD, "sweep_loads": SWEEP_LOADS, "comm_share": COMM_SHARE,
+                        "horizon_h": HORIZON_H},
               "anchors": ANCHORS, "args": vars(args)}
     result["wall_s"] = round(time.perf_counter() - started, 1)
     result["cpu_s"] = round(time.process_time() - cpu, 1)

@@ -23,6 +23,7 @@ from control_plane.journal import Journal
 from control_plane.rounds import RoundManager
 from control_plane.scheduling.state import ActiveJob
 from control_plane.store import Store
+from data_plane.collectives.shard_pool import PoolTrace
 from propius.fabric.model import Fabric
 from propius.fabric.request import CloudRequest
 from propius.fabric.state import Allocation
@@ -40,11 +41,12 @@ class TraceExporter(Protocol):
     """Writes a completed job's trace, read from the durable store, out of the control plane (e.g. as a CCL-Bench
     data point, :func:`propius.trace.export.data_point_exporter`); returns where it went, or None when nothing was
     written. ``placement``: a cloud job's fabric and allocation, read before CompleteJob releases them (its card's
-    hardware section comes from them). Called after the journal is flushed: a failed export is logged, never
-    raised."""
+    hardware section comes from them). ``tier``: what a sharded job's aggregator shards recorded (real
+    collectives, a data point of their own beside the job's), read before CompleteJob stops them. Called after
+    the journal is flushed: a failed export is logged, never raised."""
 
-    def __call__(self, store: Store, job_id: str, *,
-                 placement: tuple[Fabric, Allocation] | None = None) -> Awaitable[Path | None]: ...
+    def __call__(self, store: Store, job_id: str, *, placement: tuple[Fabric, Allocation] | None = None,
+                 tier: PoolTrace | None = None) -> Awaitable[Path | None]: ...
 
 
 class JobService(pb_grpc.JobServiceServicer):
@@ -136,12 +138,11 @@ class JobService(pb_grpc.JobServiceServicer):
 
     async def _finished(self, job: ActiveJob, request: pb.JobRef, state: str) -> pb.JobInfo:
         if not job.finished:
-            await self._rounds.abort(job.job_id)
+            export = state == "completed" and (self._export_every_job or request.export_trace)
+            tier = await self._rounds.abort(job.job_id, keep_trace=export and self._exporter is not None)
             job = await self._jobs.update(job.job_id, state=state)
             self._journal.event(f"job_{state}", job.job_id)
-            exported = None
-            if state == "completed" and (self._export_every_job or request.export_trace):
-                exported = await self._export_trace(job.job_id)
+            exported = await self._export_trace(job.job_id, tier) if export else None
             await self._hot.expire_job(job.job_id, self._finished_ttl_s)
             if job.spec.cloud is not None:
                 await self._fabric.release(job.job_id)
@@ -151,8 +152,9 @@ class JobService(pb_grpc.JobServiceServicer):
             return info
         return job_info(job, await self._hot.round(job.job_id), placement=self._placement(job))
 
-    async def _export_trace(self, job_id: str) -> Path | None:
-        """Export the completed job's trace; a failed export is logged, never the RPC's error."""
+    async def _export_trace(self, job_id: str, tier: PoolTrace | None) -> Path | None:
+        """Export the completed job's trace (and its shards' recorded collectives, ``tier``); a failed export
+        is logged, never the RPC's error."""
         if self._exporter is None:
             log.info("trace export of job %s skipped: this control plane has no trace exporter", job_id,
                      extra={"job_id": job_id})
@@ -161,7 +163,7 @@ class JobService(pb_grpc.JobServiceServicer):
         allocation, _, state = self._fabric.placement_of(job_id)
         placement = (state.fabric, allocation) if allocation is not None and state is not None else None
         try:
-            return await self._exporter(self._store, job_id, placement=placement)
+            return await self._exporter(self._store, job_id, placement=placement, tier=tier)
         except Exception:
             log.exception("trace export of job %s failed", job_id, extra={"job_id": job_id})
             return None

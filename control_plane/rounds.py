@@ -61,7 +61,7 @@ from data_plane import (
     accepted_key,
 )
 from data_plane.collectives.cost import LinkCost
-from data_plane.collectives.shard_pool import ShardPool, ShardPools, ShardsFailed, ShardsRefused
+from data_plane.collectives.shard_pool import PoolTrace, ShardPool, ShardPools, ShardsFailed, ShardsRefused
 from data_plane.collectives.tier import LOOPBACK
 from data_plane.sharded import ShardedAggregator
 from data_plane.tensors import check_finite, decode, encode, schema
@@ -529,13 +529,23 @@ class RoundManager:
         for client_id in await self._hot.expired_leases(job_id, round_, attempt, float("inf")):
             self._journal.finished(job_id, round_, attempt, client_id, "released")
 
-    async def abort(self, job_id: str) -> None:
-        """A completed or cancelled job: fail its open round, if any, and stop its aggregator shards."""
+    async def abort(self, job_id: str, *, keep_trace: bool = False) -> PoolTrace | None:
+        """A completed or cancelled job: fail its open round, if any, and stop its aggregator shards; with
+        ``keep_trace``, what the shards recorded first (None for a job without shards or reduces)."""
         state = await self._hot.round(job_id)
         if state is not None and state.state == "open":
             await self._fail(job_id, state)
         self._told_refused.discard(job_id)
+        pool = self.pools.get(job_id)
+        recorded = None
+        if keep_trace and pool is not None and not pool.broken:
+            try:
+                recorded = await asyncio.to_thread(pool.recorded)
+            except (OSError, ValueError):
+                log.exception("job %s: its aggregator shards' traces could not be read", job_id,
+                              extra={"job_id": job_id})
         await self.pools.release(job_id)
+        return recorded
 
     async def sweep_deadlines(self, now: float) -> None:
         """Close rounds that have enough results (replaying a close an outage interrupted) and fail those

@@ -9,11 +9,14 @@ control plane dies:
   update's safetensors bytes, validated by the control plane and checked again here): fold it into this
   shard's partial sum of that attempt (:class:`data_plane.fold.WeightedSum`); a fold of another attempt
   or generation (an attempt taken over and folded again) starts a new partial.
-- ``reduce`` (round, attempt, generation, the folds the control plane counted for this shard, the model's
-  schema in pack order, the algorithm and group order the control plane's selector chose): move the
-  partial to the common unit :data:`data_plane.collectives.tier_worker.UNIT`, pack it (zeros for an empty
-  cohort), AllReduce it with every shard, and rank 0 answers the mean as safetensors bytes. A shard whose
-  count or schema disagrees still joins the collective (its peers must not hang) and answers an error.
+- ``reduce`` (round, attempt, generation, the pool's step number, the folds the control plane counted for
+  this shard, the model's schema in pack order, the algorithm and group order the control plane's selector
+  chose): move the partial to the common unit :data:`data_plane.collectives.tier_worker.UNIT`, pack it
+  (zeros for an empty cohort), AllReduce it with every shard, and rank 0 answers the mean as safetensors
+  bytes. A shard whose count or schema disagrees still joins the collective (its peers must not hang) and
+  answers an error. torch.profiler records each reduce as ``ProfilerStep#<step>`` (the pack, then the
+  collective) into ``<trace dir>/``:func:`step_trace_name`; a shard keeps its last ``--keep-traces``, so a
+  job's export carries real collectives.
 
 Nothing arrives pickled; an error in a fold is answered and the shard goes on; an error in a collective
 is answered and the shard exits (its group is no longer usable).
@@ -26,6 +29,7 @@ import socket
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from data_plane.collectives.frames import recv_frame, send_frame
@@ -34,7 +38,15 @@ from data_plane.collectives.tier_worker import UNIT
 from data_plane.fold import WeightedSum
 from data_plane.tensors import Schema, check_finite, decode, encode, schema
 
-__all__ = ["main"]
+__all__ = ["PACK_RANGE", "main", "step_trace_name"]
+
+PACK_RANGE = "tier_pack_partial"
+"""The profiler range around a shard's move of its partial sums to the common unit and packing (compute)."""
+
+
+def step_trace_name(rank: int, step: int) -> str:
+    """The file of one reduce's trace; zero-padded, so names sort as steps do."""
+    return f"rank{rank}-{step:09d}.json"
 
 
 def _schema(entries: list[list[Any]]) -> Schema:
@@ -42,14 +54,16 @@ def _schema(entries: list[list[Any]]) -> Schema:
 
 
 class _Shard:
-    def __init__(self, sock: socket.socket, rank: int, world: int, device: Any) -> None:
+    def __init__(self, sock: socket.socket, rank: int, world: int, device: Any, traces: Path, keep: int) -> None:
         self.sock, self.rank, self.world, self.device = sock, rank, world, device
+        self.traces, self.keep = traces, keep
         self.key: tuple[int, int, int] | None = None
         self.partial = WeightedSum()
         self.count = 0
 
     def serve(self) -> None:
-        send_frame(self.sock, {"op": "ready", "rank": self.rank})
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        send_frame(self.sock, {"op": "ready", "rank": self.rank, "backend": backend})
         while (frame := recv_frame(self.sock)) is not None:
             header, body = frame
             if header.get("op") == "fold":
@@ -77,11 +91,10 @@ class _Shard:
         self.count += 1
 
     def reduce(self, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        import torch
-
-        from data_plane.collectives.gloo import stragglar_allreduce
+        from torch.profiler import ProfilerActivity, profile, record_function
 
         key = (int(header["round"]), int(header["attempt"]), int(header["generation"]))
+        step = int(header["step"])
         layout = _schema(header["schema"])
         expected = int(header["expected"])
         error = ""
@@ -90,26 +103,16 @@ class _Shard:
             error = f"shard {self.rank} folded {count} updates of round {key}, the control plane counted {expected}"
         elif expected and self.partial.schema != layout:
             error = f"shard {self.rank}: its updates' schema differs from the model's"
-        if expected and not error:
-            self.partial.rescale(UNIT)
-            self.partial.schema = layout  # equal, but packed in the model's order, as every shard packs
-            flat = self.partial.pack()
-        else:  # zeros: the shard still takes part, or the others' collective would hang
-            flat = WeightedSum.empty(layout).pack()
-        arrival = time.time()
-        tensor = torch.from_numpy(flat).to(self.device)
-        try:
-            if header["algorithm"] == "stragglar" and self.world >= 3:
-                tensor = stragglar_allreduce(tensor, [int(r) for r in header["order"]], self.rank)
-            else:
-                import torch.distributed as dist
-
-                dist.all_reduce(tensor)
-            summed = tensor.cpu().numpy()
-        except Exception as error:  # noqa: BLE001 - answered, then this shard exits: its group is broken
-            send_frame(self.sock, {"ok": False, "error": f"collective failed: {error}"})
-            sys.exit(1)
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        with profile(activities=activities) as prof, record_function(f"ProfilerStep#{step}"):
+            with record_function(PACK_RANGE):
+                tensor = self._packed(layout, ok=bool(expected) and not error)
+            arrival = time.time()
+            summed = self._collective(tensor, header)
         finish = time.time()
+        prof.export_chrome_trace(str(self.traces / step_trace_name(self.rank, step)))
+        for old in sorted(self.traces.glob(f"rank{self.rank}-*.json"))[:-self.keep]:
+            old.unlink(missing_ok=True)
         self.key, self.partial, self.count = None, WeightedSum(), 0  # the attempt is over: free its sums
         reply: dict[str, Any] = {"ok": not error, "error": error, "arrival": arrival, "finish": finish}
         if error or self.rank != 0:
@@ -118,6 +121,35 @@ class _Shard:
         total.unpack(summed)
         reply["total_weight"] = total.weight * UNIT
         return reply, encode(total.mean())
+
+    def _packed(self, layout: Schema, *, ok: bool) -> Any:
+        """This shard's sums in the common unit, packed in the model's order; zeros when it has none to give
+        (the shard still takes part, or the others' collective would hang)."""
+        import torch
+
+        if ok:
+            self.partial.rescale(UNIT)
+            self.partial.schema = layout  # equal, but packed in the model's order, as every shard packs
+            flat = self.partial.pack()
+        else:
+            flat = WeightedSum.empty(layout).pack()
+        return torch.from_numpy(flat).to(self.device)
+
+    def _collective(self, tensor: Any, header: dict[str, Any]) -> Any:
+        """The step's AllReduce; a failure is answered and ends this shard (its group is broken)."""
+        from data_plane.collectives.gloo import stragglar_allreduce
+
+        try:
+            if header["algorithm"] == "stragglar" and self.world >= 3:
+                tensor = stragglar_allreduce(tensor, [int(r) for r in header["order"]], self.rank)
+            else:
+                import torch.distributed as dist
+
+                dist.all_reduce(tensor)
+            return tensor.cpu().numpy()
+        except Exception as error:  # noqa: BLE001 - answered, then this shard exits: its group is broken
+            send_frame(self.sock, {"ok": False, "error": f"collective failed: {error}"})
+            sys.exit(1)
 
 
 def main() -> None:
@@ -129,6 +161,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
                         help="auto: NCCL when CUDA has a device per shard (every shard decides alike), else gloo")
     parser.add_argument("--timeout-s", type=float, default=300.0)
+    parser.add_argument("--trace-dir", required=True, help="where each reduce's torch.profiler trace goes")
+    parser.add_argument("--keep-traces", type=int, default=64, help="the most recent traces this shard keeps")
     args = parser.parse_args()
     sock = socket.socket(fileno=args.fd)
 
@@ -142,7 +176,7 @@ def main() -> None:
     dist.init_process_group(args.backend, store=dist.FileStore(args.store, args.world), rank=args.rank,
                             world_size=args.world, timeout=timedelta(seconds=args.timeout_s))
     try:
-        _Shard(sock, args.rank, args.world, device).serve()
+        _Shard(sock, args.rank, args.world, device, Path(args.trace_dir), max(1, args.keep_traces)).serve()
     finally:
         dist.destroy_process_group()
 

@@ -15,6 +15,11 @@ then runs the same collective.
 ``max_processes`` is refused (:class:`ShardsRefused`, with the reason), as is one where torch is missing; the
 caller falls back to the single-process aggregator. A pool whose process dies or does not answer in time
 is broken for good (:class:`ShardsFailed`): its processes are killed and the job is refused a pool again.
+
+Each shard records every reduce with torch.profiler (:mod:`.live_worker`); :meth:`ShardPool.recorded`
+reads the last :data:`STEPS_KEPT` of them with the pool's own record of each (:class:`PoolTrace`), which a
+completed job's trace export turns into a CCL-Bench data point of real collectives. The traces go with the
+pool's folder when it stops: a pool started again after a control-plane restart records afresh.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import asyncio
 import contextlib
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 import shutil
@@ -38,12 +44,13 @@ import numpy as np
 
 from data_plane.collectives.cost import LinkCost
 from data_plane.collectives.frames import read_frame, write_frame
+from data_plane.collectives.live_worker import step_trace_name
 from data_plane.collectives.schedule import stragglar_schedule
 from data_plane.collectives.selector import Algorithm, Selector, StragglerTracker
 from data_plane.collectives.tier import LOOPBACK
 from data_plane.tensors import Schema, decode
 
-__all__ = ["PoolStep", "ShardPool", "ShardPools", "ShardsFailed", "ShardsRefused"]
+__all__ = ["PoolStep", "PoolTrace", "ShardPool", "ShardPools", "ShardsFailed", "ShardsRefused"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +59,7 @@ START_TIMEOUT_S = 300.0
 REPLY_TIMEOUT_S = 300.0
 """A fold or a reduce that takes longer breaks the pool (and is the collectives' own timeout)."""
 STEPS_KEPT = 64
+"""Reduces a pool remembers (:class:`PoolStep`) and each shard keeps the trace of."""
 
 
 class ShardsRefused(RuntimeError):
@@ -66,6 +74,7 @@ class ShardsFailed(RuntimeError):
 class PoolStep:
     """One reduce: what the selector chose from the history before it, and the cohorts' lags it observed."""
 
+    step: int  # the pool's count of reduces, from 1: the ProfilerStep number in the shards' traces
     round: int
     attempt: int
     algorithm: str  # what ran: allreduce or stragglar
@@ -73,6 +82,22 @@ class PoolStep:
     order: list[int]
     lag_s: dict[int, float]  # each shard's cohort completion after the first shard's
     reduce_s: float
+    total_weight: float  # the samples the step aggregated
+
+
+@dataclass(frozen=True)
+class PoolTrace:
+    """What a job's shards recorded (:meth:`ShardPool.recorded`): its last reduces, and per rank one
+    torch.profiler Chrome trace of each, oldest first, as recorded."""
+
+    job_id: str
+    shards: int
+    backend: str
+    link: LinkCost
+    steps: list[PoolStep]
+    documents: dict[int, list[dict]]
+    model: Schema
+    bytes: int  # the packed partial sum each shard contributes (float64 sums and the weight)
 
 
 class _Conn:
@@ -103,6 +128,10 @@ class ShardPool:
         self._rounds = stragglar_schedule(n).completion_rounds if n >= 3 else None
         self.broken = ""
         self._generation = 0
+        self._reduces = 0
+        self.model: Schema = {}  # the last reduce's model layout and packed size
+        self.bytes = 0
+        self.backend_used = ""  # what the shards joined with (gloo or nccl), once they are ready
 
     def generation(self) -> int:
         """A fresh number for one aggregator of an attempt: an attempt folded again (taken over) never adds
@@ -118,14 +147,16 @@ class ShardPool:
         """Start the processes; they import torch and join the group in the background (:meth:`ready`)."""
         env = {**os.environ, "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo"),
                "OMP_NUM_THREADS": "1"}
-        store = self.workdir / "store"
+        store, traces = self.workdir / "store", self.workdir / "traces"
+        traces.mkdir(exist_ok=True)
         for rank in range(self.n):
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             with (self.workdir / f"shard{rank}.log").open("w") as out:
                 proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "data_plane.collectives.live_worker", "--fd", str(theirs.fileno()),
                     "--rank", str(rank), "--world", str(self.n), "--store", str(store), "--backend", self.backend,
-                    "--timeout-s", str(REPLY_TIMEOUT_S), pass_fds=(theirs.fileno(),), env=env,
+                    "--timeout-s", str(REPLY_TIMEOUT_S), "--trace-dir", str(traces), "--keep-traces", str(STEPS_KEPT),
+                    pass_fds=(theirs.fileno(),), env=env,
                     stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out)
             theirs.close()
             self._procs.append(proc)
@@ -138,6 +169,7 @@ class ShardPool:
             header, _ = await read_frame(self._conns[rank].reader)
             if header.get("op") != "ready":
                 raise ShardsFailed(f"shard {rank} said {header!r} instead of ready")
+            self.backend_used = str(header.get("backend", ""))
 
         await asyncio.wait_for(asyncio.gather(*(one(rank) for rank in range(self.n))), START_TIMEOUT_S)
 
@@ -172,9 +204,11 @@ class ShardPool:
         order = [int(rank) for rank in self.selector.form_group(list(range(self.n)), self.tracker)]
         algorithm = "stragglar" if choice.algorithm is Algorithm.STRAGGLAR else "allreduce"
         layout = [[name, dtype, list(shape)] for name, (dtype, shape) in model.items()]
+        self._reduces += 1
+        step = self._reduces
         started = time.perf_counter()
         replies = await asyncio.gather(*(self._ask(rank, {
-            "op": "reduce", "round": round_, "attempt": attempt, "generation": generation,
+            "op": "reduce", "round": round_, "attempt": attempt, "generation": generation, "step": step,
             "expected": counts[rank], "schema": layout, "algorithm": algorithm, "order": order})
             for rank in range(self.n)))
         errors = [reply.get("error") for reply, _ in replies if not reply.get("ok")]
@@ -182,11 +216,24 @@ class ShardPool:
             raise await self._broken("; ".join(map(str, errors)))
         self.tracker.observe(arrivals)
         first = min(arrivals.values())
-        self.steps.append(PoolStep(round_, attempt, algorithm, choice.algorithm.value, order,
-                                   {rank: at - first for rank, at in arrivals.items()},
-                                   time.perf_counter() - started))
         head, body = replies[0]
+        self.model, self.bytes = model, size
+        self.steps.append(PoolStep(step, round_, attempt, algorithm, choice.algorithm.value, order,
+                                   {rank: at - first for rank, at in arrivals.items()},
+                                   time.perf_counter() - started, float(head["total_weight"])))
         return decode(body), float(head["total_weight"])
+
+    def recorded(self) -> PoolTrace | None:
+        """The pool's remembered reduces with each shard's trace of them (JSON documents as recorded); None
+        before the first reduce. Steps a shard has no trace of (a failed write) are left out for every rank."""
+        if not self.steps:
+            return None
+        folder = self.workdir / "traces"
+        steps = [step for step in self.steps
+                 if all((folder / step_trace_name(rank, step.step)).is_file() for rank in range(self.n))]
+        documents = {rank: [json.loads((folder / step_trace_name(rank, step.step)).read_text()) for step in steps]
+                     for rank in range(self.n)}
+        return PoolTrace(self.job_id, self.n, self.backend_used, self.link, steps, documents, self.model, self.bytes)
 
     async def _ask(self, rank: int, header: dict, body: bytes | memoryview = b"") -> tuple[dict, bytes]:
         if self.broken:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter, deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from policies.placement.base import Allocation, Placement, Unplaceable
@@ -84,6 +85,11 @@ class TorusPlacement(Placement):
 
     # ---- contiguous ----
     def _contiguous(self, state: FabricState, grid: RackGrid, shape: Coord, free: set[str]) -> Allocation | None:
+        return next(self.contiguous_blocks(state, grid, shape, free), None)
+
+    def contiguous_blocks(self, state: FabricState, grid: RackGrid, shape: Coord,
+                          free: set[str]) -> Iterator[Allocation]:
+        """Every aligned free block of ``shape`` in this rack whose circuits fit, in first-fit order."""
         for oriented in orientations(shape, grid.dims):
             for origin in aligned_origins(oriented, grid.dims):
                 coords = [tuple(o + d for o, d in zip(origin, delta, strict=True))
@@ -93,10 +99,9 @@ class TorusPlacement(Placement):
                     fibre = self._direct_circuits(state, grid, origin, oriented) if grid.programmable else ()
                     if fibre and not _fits(state, fibre):  # another slice's light paths pass through here
                         continue
-                    return Allocation(accs, fibre=fibre,
-                                      rings=ring_shares(oriented, grid.dims, grid.link_gbps, steered=grid.programmable),
-                                      how=f"contiguous {'x'.join(map(str, oriented))} at {origin} in {grid.rack}")
-        return None
+                    yield Allocation(accs, fibre=fibre,
+                                     rings=ring_shares(oriented, grid.dims, grid.link_gbps, steered=grid.programmable),
+                                     how=f"contiguous {'x'.join(map(str, oriented))} at {origin} in {grid.rack}")
 
     def _direct_circuits(self, state: FabricState, grid: RackGrid, origin: Coord,
                          shape: Coord) -> tuple[FibreCircuit, ...]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from control_plane.store import Store
+from data_plane.collectives.shard_pool import PoolTrace
 from propius.config import Settings
 from propius.fabric import Allocation, Fabric
 from propius.specs import JobSpec
@@ -40,6 +41,7 @@ __all__ = [
     "replace_data_point",
     "recorded_policy",
     "try_export_job",
+    "try_export_pool_trace",
     "write_data_point",
 ]
 
@@ -147,14 +149,38 @@ def try_export_job(store: Store, job_id: str, out_dir: Path, **options: Any) -> 
     return folder
 
 
+def try_export_pool_trace(store: Store, job_id: str, tier: PoolTrace, out_dir: Path,
+                          placement: tuple[Fabric, Allocation] | None) -> Path | None:
+    """A sharded job's live shards' recorded collectives as a data point of their own
+    (:func:`propius.trace.tier_export.export_pool_trace`); a failure is logged, never raised."""
+    from propius.trace.tier_export import export_pool_trace
+
+    try:
+        job = store.get_job(job_id)
+        if job is None:
+            raise KeyError(f"no such job {job_id!r}")
+        spec = JobSpec.parse(job.spec_json)
+        folder = export_pool_trace(tier, out_dir, job=spec, launch_command=run_script(spec, job_id),
+                                   fabric=placement[0] if placement is not None else None)
+    except Exception:
+        log.exception("export of job %s's aggregator shards' trace failed", job_id)
+        return None
+    log.info("job %s's aggregator shards exported as a CCL-Bench data point: %s", job_id, folder)
+    return folder
+
+
 def data_point_exporter(settings: Settings) -> TraceExporter:
     """The control plane's trace exporter (``ControlPlane(settings, trace_exporter=...)``): ``try_export_job``
     in a worker thread, into ``settings.trace_export_dir`` (else ``data_dir/traces``); the card names the policy
-    recorded with the job."""
+    recorded with the job. A sharded job's shards' recorded collectives (``tier``) become a second data point
+    beside it (:func:`try_export_pool_trace`); the job's own is the one returned."""
     out_dir = settings.trace_export_dir or settings.data_dir / "traces"
 
-    async def export(store: Store, job_id: str, *, placement: tuple[Fabric, Allocation] | None = None) -> Path | None:
+    async def export(store: Store, job_id: str, *, placement: tuple[Fabric, Allocation] | None = None,
+                     tier: PoolTrace | None = None) -> Path | None:
         fabric, allocation = placement if placement is not None else (None, None)
+        if tier is not None:
+            await asyncio.to_thread(try_export_pool_trace, store, job_id, tier, out_dir, placement)
         return await asyncio.to_thread(try_export_job, store, job_id, out_dir, fabric=fabric, allocation=allocation)
 
     return export

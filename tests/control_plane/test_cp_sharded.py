@@ -21,8 +21,12 @@ from propius.fabric.model import Link
 from propius.proto import propius_pb2 as pb
 from propius.proto import propius_pb2_grpc as pb_grpc
 from propius.trace.card import read_card
+from propius.trace.check import check_data_point
+from propius.trace.datapoint import load_data_point
 from propius.trace.export import data_point_exporter
 from propius.trace.format import card_file
+from propius.trace.metrics import compute_metrics
+from tests.trace.ccl_bench_tools import ccl_bench_communication_fraction
 
 CLIENTS = 4
 NVLINK = {"kind": "scale-up", "a": "h0-g0", "b": "h0-g1", "bandwidth_gbps": 900.0, "latency_us": 2.0}
@@ -144,6 +148,45 @@ async def test_sharded_job_aggregates_like_an_unsharded_one_across_a_restart(pla
     assert card.workload.hardware.xpu_spec.total_count == 2
     assert plane.rounds.pools.get(sharded) is None and plane.rounds.pools.processes == 0
     assert gone(pids) and not pool.workdir.exists()
+    # Beside it, the shards' own data point: the new plane's pool recorded one reduce (round 1).
+    (tier,) = [p for p in folder.parent.iterdir() if p.name != folder.name and "sharded-tier2" in p.name]
+    tier_card = read_card(tier / card_file(tier.name))
+    assert tier_card.workload.model.iteration == 1 and tier_card.collection_notes["steps"][0]["round"] == 1
+
+
+async def test_a_sharded_job_exports_its_shards_collectives_as_a_ccl_bench_data_point(planes, stub_factory):
+    """Five rounds on two shards: CompleteJob writes, beside the job's data point, one of the shards' recorded
+    reduces (the pack and gloo's all_reduce, as torch.profiler saw them) that passes the format check, and whose
+    communication fraction by our metrics is CCL-Bench's."""
+    rounds = 5
+    plane = await planes.start(trace_exporter=data_point_exporter(planes.settings))
+    stubs = await stub_factory(plane.address)
+    await pb_grpc.FabricServiceStub(stubs.channel).LoadFabric(
+        pb.LoadFabricRequest(fabric_json=json.dumps(small_fabric())))
+    job, token = await stubs.register(name="traced", cloud={"shards": 2}, demand=CLIENTS, over_selection=1.0,
+                                      rounds=rounds)
+    model = {"w": np.zeros((6, 5)), "f": np.zeros(7, np.float32)}
+    for round_ in range(rounds):
+        await stubs.start_round(job, token)
+        await stubs.publish(job, token, round_, model)
+        await upload(stubs, round_, range(CLIENTS), ((job, "s"),))
+        model, _ = await aggregate(stubs, job, token, round_)
+    done = await stubs.jobs.CompleteJob(pb.JobRef(job_id=job, job_token=token, export_trace=True))
+    folder = Path(done.trace_dir)
+    (tier,) = [p for p in folder.parent.iterdir() if p.name != folder.name and "traced-tier2" in p.name]
+    assert check_data_point(tier) == []
+    assert sorted(p.name for p in tier.iterdir()) == sorted(["rank0_trace.json", "rank1_trace.json", "run.sh",
+                                                             card_file(tier.name)])
+    card = read_card(tier / card_file(tier.name))
+    assert card.workload.model.iteration == rounds and card.workload.data.batch_size == 8  # weights 1, 2, 4, 1
+    assert [step["round"] for step in card.collection_notes["steps"]] == list(range(rounds))
+    assert card.workload.hardware.network_topo.bandwidth_gbps[1] == NVLINK["bandwidth_gbps"]
+    for rank in (0, 1):
+        events = json.loads((tier / f"rank{rank}_trace.json").read_text())["traceEvents"]
+        kernels = {e["name"] for e in events if e.get("cat") == "kernel"}
+        assert {"gloo:all_reduce", "tier_pack_partial"} <= kernels  # the collective and the pack, as recorded
+    ours = compute_metrics(load_data_point(tier)).communication_fraction
+    assert ours is not None and 0 < ours < 1 and ours == pytest.approx(ccl_bench_communication_fraction(tier))
 
 
 async def test_over_the_bound_or_with_a_dead_shard_a_job_runs_unsharded(planes, stub_factory):

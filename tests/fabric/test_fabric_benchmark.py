@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.fabric import Counterfactual, Links, can_host, comm_time, injection_bandwidth, unusable
+from benchmarks.fabric import Counterfactual, Links, comm_time, hostable, injection_bandwidth, unusable
 from policies.placement import TorusPlacement
 from propius.fabric import Allocation, FabricState
 from propius.fabric.generators import rail_cluster, torus_racks
@@ -23,9 +23,10 @@ def test_a_fragmented_slice_is_hostable_only_within_the_fibre_counts() -> None:
             state.allocate(job, Allocation(tuple(grid.host_accelerators(host))))
         free = set(state.free())
         assert len(free) == 16
-        assert can_host("ours", state, grid, (2, 2, 2), free) is expected
-        assert can_host("contiguous only", state, grid, (2, 2, 2), free) is False
-        assert can_host("random scatter", state, grid, (2, 2, 2), free) is True
+        # Every free server can start such a placement, so all 16 free chips are usable, or none is.
+        assert len(hostable("ours", state, grid, (2, 2, 2), free)) == (16 if expected else 0)
+        assert hostable("contiguous only", state, grid, (2, 2, 2), free) == set()
+        assert hostable("random scatter", state, grid, (2, 2, 2), free) == free
 
 
 def test_a_cross_rail_member_gets_half_the_rail_bandwidth() -> None:
@@ -65,3 +66,24 @@ def test_a_32_chip_request_stranded_by_shape_is_served_on_the_programmable_twin(
     assert unusable("contiguous only", fixed, [RackGrid.of(fixed, "r0")], (2, 4, 4), free) == (32, 32)
     assert unusable("ours", twin, [RackGrid.of(twin, "r0")], (2, 4, 4), free) == (0, 0)
     assert unusable("ours", twin, [RackGrid.of(twin, "r0")], (4, 4, 4), free) == (32, 0)
+
+
+def test_fragmentation_counts_the_free_chips_outside_every_placement_not_whole_racks() -> None:
+    # One 4x4x4 rack of 2x2x1 servers (server grid 2x2x4), all free but h1 (0,0,1), h2 (0,0,2) and h5
+    # (0,1,1): 52 free chips. The x = 1 half is a free 2x4x4, and the 4x2x2 at chip (0,2,2) holds h6, h7,
+    # h14, h15; h0, h3 and h4 lie in no free aligned 16-chip block, so contiguous-only can use 40 chips.
+    fixed, twin = FabricState(torus_racks(1, programmable=False)), FabricState(torus_racks(1))
+    for state in (fixed, twin):
+        grid = RackGrid.of(state, "r0")
+        hosts = list(grid.host_at.values())
+        for k in (1, 2, 5):
+            state.allocate(f"j{k}", Allocation(tuple(grid.host_accelerators(hosts[k]))))
+    grid, free = RackGrid.of(fixed, "r0"), set(fixed.free())
+    assert len(free) == 52
+    blocks = {a for b in TorusPlacement(fragmented=False).contiguous_blocks(fixed, grid, (2, 2, 4), free)
+              for a in b.accelerators}
+    assert len(blocks) == 40
+    assert hostable("contiguous only", fixed, grid, (2, 2, 4), free) == blocks
+    assert unusable("contiguous only", fixed, [grid], (2, 2, 4), free) == (52 - len(blocks), 52 - len(blocks))
+    # On programmable racks any four free servers can hold a 2x2x4: every free chip is usable.
+    assert unusable("ours", twin, [RackGrid.of(twin, "r0")], (2, 2, 4), free) == (0, 0)

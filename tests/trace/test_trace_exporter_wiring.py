@@ -27,7 +27,8 @@ class Recorder:
         self.folder = folder
         self.calls: list[tuple[Store, str]] = []
 
-    async def __call__(self, store: Store, job_id: str, *, placement: object = None) -> Path | None:
+    async def __call__(self, store: Store, job_id: str, *, placement: object = None,
+                       tier: object = None) -> Path | None:
         self.calls.append((store, job_id))
         return self.folder / job_id
 
@@ -73,7 +74,7 @@ async def test_without_an_exporter_a_request_is_answered_without_a_trace(setting
 
 
 async def test_a_failing_exporter_is_logged_not_the_rpcs_error(settings: Settings, caplog) -> None:
-    async def broken(store: Store, job_id: str, *, placement: object = None) -> Path | None:
+    async def broken(store: Store, job_id: str, *, placement: object = None, tier: object = None) -> Path | None:
         raise RuntimeError("disk full")
 
     async with ControlPlane(settings, trace_exporter=broken) as plane:
