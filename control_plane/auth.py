@@ -146,6 +146,7 @@ class Guard:
         self._certificates = settings.tls_require_client_cert  # a client certificate's CN is then verified
         self._keys = _Cache(settings.auth_cache_s, identities.key)
         self._devices = _Cache(settings.auth_cache_s, identities.device)
+        self._revoked = _Cache(settings.auth_cache_s, identities.client_revoked)  # certificate CNs: what the CA issued
         shared = redis if settings.shared_rate_limits else None
 
         def limiter(name: str, rate_per_s: float, burst: int) -> SharedRateLimiter:
@@ -194,6 +195,8 @@ class Guard:
                 raise Unauthenticated(f"{DEVICE_HEADER}: unknown or revoked device credential")
             caller = Caller(actor=f"device:{record.device_id}:{record.client_id}", client_id=record.client_id)
         elif self._certificates and (name := _certificate_name(context)):
+            if await self._lookup(self._revoked, name, context):
+                raise Unauthenticated(f"client certificate: client id {name!r} is revoked (`propius devices list`)")
             caller = Caller(actor=f"cert:{name}", client_id=name)
         else:
             raise Unauthenticated(f"{DEVICE_HEADER}: a device credential is required (enrol with "

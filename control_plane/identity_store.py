@@ -272,10 +272,31 @@ class IdentityStore:
             return [_record(DeviceRecord, row) for row in rows]
 
     def revoke_device(self, client_id: str, now: float) -> bool:
-        with self._session.begin() as session:
-            result = session.execute(update(_Device).where(_Device.client_id == client_id,
-                                                           _Device.revoked_at.is_(None)).values(revoked_at=now))
-            return result.rowcount == 1
+        """Revoke ``client_id``: its enrolled credential, or, where it has none, the id itself: a revoked row
+        with no usable secret binds it, so a mutual-TLS certificate naming it is refused and no one can enrol
+        under it. False when it was revoked already."""
+        for _ in range(2):  # an enrolment of the same id may insert between the two statements: look again
+            try:
+                with self._session.begin() as session:
+                    result = session.execute(update(_Device).where(_Device.client_id == client_id,
+                                                                   _Device.revoked_at.is_(None))
+                                             .values(revoked_at=now))
+                    if result.rowcount == 1:
+                        return True
+                    if session.scalar(select(_Device.device_id).where(_Device.client_id == client_id)) is not None:
+                        return False
+                    session.execute(insert(_Device), [{"device_id": Secret.new("pd").id, "client_id": client_id,
+                                                       "secret_hash": "", "enrolled_at": now, "token_id": "",
+                                                       "revoked_at": now}])
+                    return True
+            except IntegrityError:
+                continue
+        return False
+
+    def client_revoked(self, client_id: str) -> bool:
+        """Whether ``client_id`` is revoked (its credential, or the id itself: :meth:`revoke_device`)."""
+        with self._session() as session:
+            return session.scalar(select(_Device.revoked_at).where(_Device.client_id == client_id)) is not None
 
     # ------------------------------------------------------------ audit log
 

@@ -169,12 +169,13 @@ def devices_list(database_url: DatabaseUrl = "", data_dir: DataDir = Path("propi
 
 @devices_app.command("revoke")
 def devices_revoke(client_id: str, database_url: DatabaseUrl = "", data_dir: DataDir = Path("propius-data")) -> None:
-    """Revoke the credential bound to a client id (the id stays bound: no one else can enrol under it)."""
+    """Revoke a client id: the credential bound to it, or the id itself where a mutual-TLS certificate names
+    it; the id stays bound, so no one can enrol under it or use a certificate naming it."""
     with _identities(database_url, data_dir) as identities:
         if not identities.revoke_device(client_id, time.time()):
-            raise typer.BadParameter(f"no live credential for {client_id!r} (`propius devices list`)",
+            raise typer.BadParameter(f"{client_id!r} is revoked already (`propius devices list`)",
                                      param_hint="CLIENT_ID")
-    console.print(f"credential of {client_id} revoked")
+    console.print(f"client id {client_id} revoked")
 
 
 # ---------------------------------------------------------------- audit

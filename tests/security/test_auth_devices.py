@@ -141,3 +141,11 @@ async def test_under_mutual_tls_a_certificate_names_its_device(settings, tmp_pat
         assert await refused(clients.CheckIn(_check_in("phone-other"))) == DENIED
         stranger = enrolled(plane, "phone-other")["phone-other"]  # a credential still names its own device
         assert (await clients.CheckIn(_check_in("phone-other"), metadata=stranger)).client_id == "phone-other"
+        # Revoking the id cuts the certificate off (no CRL needed: the CN is the identity), binds the id for
+        # good (no one can enrol under it), and a second revocation says it was revoked already.
+        assert plane.identities.revoke_device("phone-cn", time.time())
+        assert await refused(clients.CheckIn(_check_in("phone-cn"))) == UNAUTHENTICATED
+        assert not plane.identities.revoke_device("phone-cn", time.time())
+        _, token = plane.identities.create_enrolment(1, 60.0, time.time())
+        taken = pb.EnrollRequest(enrolment_token=str(token), client_id="phone-cn")
+        assert await refused(clients.Enroll(taken)) == DENIED
