@@ -24,6 +24,7 @@ from control_plane.journal import Journal
 from control_plane.metrics import Metrics
 from control_plane.scheduling.rounds import retry_delay
 from control_plane.scheduling.state import ActiveJob, RoundState
+from control_plane.scheduling.wake import WakeLedger
 from control_plane.waiters import WaitQueue
 from policies import JobView
 from propius.config import Settings
@@ -48,6 +49,9 @@ class OfferSource(Protocol):
 
     def wake_key(self, job_id: str) -> Callable[[str], float] | None:
         """The order in which to wake waiting clients for the job's round (lowest first); None: oldest first."""
+
+    def open_slots(self, job_id: str, round_: int, attempt: int) -> int:
+        """Free bind slots of the job's round attempt, as far as events told (0 once it is over)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class Binder:
         self._bus = bus
         self._metrics = metrics
         self.waiting = WaitQueue()
+        self._woken: WakeLedger[str, tuple[str, int, int]] = WakeLedger()  # attempt: (job, round, attempt)
         self._background: set[asyncio.Task[None]] = set()
         metrics.waiting.set_function(lambda: len(self.waiting))
         self._rng = random.Random()
@@ -106,6 +111,7 @@ class Binder:
         max_offers = min(max_offers or self._settings.max_offers, self._settings.max_offers)
         attributes = profile.attributes()
         self._scheduler.checked_in(profile.client_id, time.time())
+        self._settled(profile.client_id, None)  # back without the round it was woken for, if any
         offers = self._offers(profile.client_id, attributes, max_offers)
         wait_s = min(max(wait_s, 0.0), self._settings.max_wait_s)
         deadline = time.monotonic() + wait_s
@@ -157,6 +163,7 @@ class Binder:
             self._journal.bound(job_id, round_, attempt, client_id)
             if outcome.event is not None:  # this shard's view learns its bind now, not when pub/sub delivers it
                 self._bus.deliver(outcome.event)
+            self._settled(client_id, (job_id, round_, attempt))
         self._metrics.accepts.labels(outcome.reason).inc()
         return job_id, round_, attempt, outcome
 
@@ -209,11 +216,13 @@ class Binder:
 
     def _on_event(self, event: Event) -> None:
         self._scheduler.on_event(event)  # first: a client woken for this event must see what it changed
+        if event.kind in ("round_closed", "round_failed"):
+            self._woken.ended((event.job_id, event.round, event.attempt))
         if event.slots <= 0 or not self.waiting:  # nobody to wake: skip the wake order too
             return
         job = self._jobs.cached(event.job_id)
         if job is not None:
-            self.waiting.wake(job.spec.requirements.public, event.slots, self._scheduler.wake_key(event.job_id))
+            self._wake(job, event.round, event.attempt, event.slots)
         else:  # a job registered on another shard: learn it from the store, then wake
             task = asyncio.create_task(self._learn_and_wake(event))
             self._background.add(task)
@@ -224,4 +233,21 @@ class Binder:
             job = await self._jobs.get(event.job_id)
         except NotFound:
             return
-        self.waiting.wake(job.spec.requirements.public, event.slots, self._scheduler.wake_key(event.job_id))
+        self._wake(job, event.round, event.attempt, event.slots)
+
+    def _wake(self, job: ActiveJob, round_: int, attempt: int, slots: int) -> None:
+        """Wake waiters for ``slots`` of the round attempt, none it woke before (:class:`WakeLedger`)."""
+        key = (job.job_id, round_, attempt)
+        woken = self.waiting.wake(job.spec.requirements.public, slots, self._scheduler.wake_key(job.job_id),
+                                  self._woken.skip(key))
+        self._woken.woke(job.job_id, key, woken)
+
+    def _settled(self, client_id: str, took: tuple[str, int, int] | None) -> None:
+        """A woken client checked in again or bound (to ``took``): if it left the round it was woken for with
+        a free slot, that round wakes another waiter."""
+        missed = self._woken.settled(client_id, took)
+        if missed is None or not self.waiting:
+            return
+        job = self._jobs.cached(missed[0])
+        if job is not None and self._scheduler.open_slots(*missed) > 0:
+            self._wake(job, missed[1], missed[2], 1)

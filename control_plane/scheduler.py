@@ -137,6 +137,13 @@ class SchedulerView:
         estimate = self.observations.estimate
         return lambda client_id: score(estimate(client_id))
 
+    def open_slots(self, job_id: str, round_: int, attempt: int) -> int:
+        """Free bind slots of the job's round attempt, as far as events told (0 once it is over)."""
+        state = self._states.get(job_id)
+        if state is None or state.state != "open" or (state.round, state.attempt) != (round_, attempt):
+            return 0
+        return max(0, state.target - state.bound)
+
     def bound_to(self, job_id: str, client_id: str) -> bool:
         """Whether the client is already bound to the job's open round (as far as events told)."""
         state, known = self._states.get(job_id), self._members.get(job_id)

@@ -54,15 +54,16 @@ class WaitQueue:
         finally:
             self._waiters.pop(ticket, None)
 
-    def wake(self, constraints: Constraints, slots: int, key: Callable[[str], float] | None = None) -> int:
-        """Wake the waiters :class:`WakeRule` picks among those ``constraints`` admit, ``key`` ranking
-        client ids; how many were woken."""
+    def wake(self, constraints: Constraints, slots: int, key: Callable[[str], float] | None = None,
+             skip: frozenset[str] = frozenset()) -> list[str]:
+        """Wake the waiters :class:`WakeRule` picks among those ``constraints`` admit, ``skip`` left out,
+        ``key`` ranking client ids; the client ids woken."""
         eligible = (
             (ticket, waiter) for ticket, waiter in self._waiters.items()
-            if not waiter.future.done() and constraints.admits(waiter.attributes)
+            if not waiter.future.done() and waiter.client_id not in skip and constraints.admits(waiter.attributes)
         )
         chosen = self._rule.choose(eligible, slots, None if key is None else lambda item: key(item[1].client_id))
         for ticket, waiter in chosen:
             waiter.future.set_result(None)
             del self._waiters[ticket]
-        return len(chosen)
+        return [waiter.client_id for _, waiter in chosen]

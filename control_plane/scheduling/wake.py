@@ -6,19 +6,28 @@ clients than it has room for, because some decline (private constraints, checked
 lose the race to bind: the oldest eligible waiters or, when the policy has a wake key
 (:meth:`policies.Policy.wake_key`, e.g. the predicted fastest), the lowest keys among a bounded number
 of the oldest, so the cost of a wake stays in proportion to the slots it fills however many wait.
+
+A woken client need not take the slot it was woken for: it may decline the job (private requirements
+are checked on the device), take another job's round first, or find the slot filled. Its slot would then
+stay free until some other event wakes someone, and with a wake key the next wake picks the same fast
+decliners again, so a round can fail attempt after attempt with eligible clients asleep.
+:class:`WakeLedger` remembers which clients each round attempt woke: when a woken client settles without
+taking that attempt, the attempt wakes one more, never a client it woke before.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
-__all__ = ["WakeRule"]
+__all__ = ["WakeLedger", "WakeRule"]
 
 W = TypeVar("W")
+C = TypeVar("C", bound=Hashable)
+A = TypeVar("A", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -36,3 +45,46 @@ class WakeRule:
         budget = self.budget(slots)
         oldest = list(itertools.islice(oldest_first, budget if key is None else self.scan * budget))
         return oldest if key is None else heapq.nsmallest(budget, oldest, key=key)
+
+
+class WakeLedger(Generic[C, A]):
+    """Which clients ``C`` each round attempt ``A`` woke (module docstring). An attempt is keyed by the
+    driver (live: job, round, attempt; simulator: job index and round token). Bounded by what is open: a
+    client is remembered for its latest wake only, and an attempt is forgotten when it ends or its job's
+    next attempt wakes."""
+
+    def __init__(self) -> None:
+        self._woken_for: dict[C, A] = {}
+        self._woken: dict[A, set[C]] = {}
+        self._job_of: dict[A, Hashable] = {}
+        self._latest: dict[Hashable, A] = {}  # job -> its attempt that woke last
+
+    def woke(self, job: Hashable, attempt: A, clients: Iterable[C]) -> None:
+        """``attempt`` (of ``job``) woke ``clients``."""
+        earlier = self._latest.get(job)
+        if earlier is not None and earlier != attempt:
+            self.ended(earlier)
+        self._latest[job], self._job_of[attempt] = attempt, job
+        woken = self._woken.setdefault(attempt, set())
+        for client in clients:
+            self._woken_for[client] = attempt
+            woken.add(client)
+
+    def skip(self, attempt: A) -> frozenset[C]:
+        """The clients ``attempt`` woke already: its next wake passes them over."""
+        return frozenset(self._woken.get(attempt, ()))
+
+    def settled(self, client: C, took: A | None) -> A | None:
+        """``client`` checked in again or bound (to ``took``; None: to nothing). The attempt it was woken for
+        when it did not take that one: that attempt should wake another client, if it still has a free slot."""
+        woken = self._woken_for.pop(client, None)
+        return woken if woken is not None and woken != took else None
+
+    def ended(self, attempt: A) -> None:
+        """``attempt`` closed or failed: forget whom it woke."""
+        for client in self._woken.pop(attempt, ()):
+            if self._woken_for.get(client) == attempt:
+                del self._woken_for[client]
+        job = self._job_of.pop(attempt, None)
+        if job is not None and self._latest.get(job) == attempt:
+            del self._latest[job]

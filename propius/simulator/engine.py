@@ -31,7 +31,7 @@ from control_plane.scheduling.ordering import order_open_rounds
 from control_plane.scheduling.rounds import retry_delay
 from control_plane.scheduling.state import ActiveJob
 from control_plane.scheduling.tiers import ClassTiers
-from control_plane.scheduling.wake import WakeRule
+from control_plane.scheduling.wake import WakeLedger, WakeRule
 from policies import JobView, Policy, SchedulingContext
 from propius.config import Settings
 from propius.simulator.jobs import SimJob
@@ -113,6 +113,7 @@ class Simulation:
         self._ordered: list[JobView] = []
         self._fill = FillEstimates(config.fill_period_s)
         self._checking: set[int] = set()  # idle, their check-in event pending (released at a close, or woken)
+        self._woken: WakeLedger[int, tuple[int, int]] = WakeLedger()  # attempt: (job index, round token)
         self._dirty = True
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
@@ -309,6 +310,11 @@ class Simulation:
             mask = self.selection.wake_mask(self, client)
             if mask:
                 self.pool.add(client, mask)
+        missed = self._woken.settled(client, None if job is None else (job.index, job.token))
+        if missed is not None:  # woken for another round and did not take it: that round wakes one more
+            other = self.jobs[missed[0]]
+            if other.state == "open" and other.token == missed[1] and other.open_slots > 0:
+                self._wake(other, 1)
 
     def _bind(self, client: int, job: SimJob) -> None:
         job.bound += 1
@@ -363,6 +369,7 @@ class Simulation:
         self._wake(job, job.target)
 
     def _close(self, job: SimJob, succeeded: bool) -> None:
+        self._woken.ended((job.index, job.token))
         released = list(job.current.members)
         for client in released:
             elapsed = self.now - self.bound_at[client]
@@ -387,7 +394,10 @@ class Simulation:
     def _wake(self, job: SimJob, slots: int) -> None:
         score = self.policy.wake_key(self.view_of(job))
         key = None if score is None else (lambda client: score(self.history.estimate(client)))
-        for client in self.pool.wake(job.wake_bit, slots, key):
+        attempt = (job.index, job.token)
+        woken = self.pool.wake(job.wake_bit, slots, key, self._woken.skip(attempt))
+        self._woken.woke(job.index, attempt, woken)
+        for client in woken:
             self._push(self.now, CHECKIN, client, -1)
             self._checking.add(client)
 

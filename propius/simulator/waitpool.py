@@ -51,11 +51,13 @@ class WaitPool:
             if mask & bit:
                 yield from queue
 
-    def wake(self, bit: int, slots: int, key: Callable[[int], float] | None = None) -> list[int]:
-        """Remove and return the waiters the wake rule picks among those whose mask has ``bit``."""
+    def wake(self, bit: int, slots: int, key: Callable[[int], float] | None = None,
+             skip: frozenset[int] = frozenset()) -> list[int]:
+        """Remove and return the waiters the wake rule picks among those whose mask has ``bit``, ``skip``
+        left out."""
         queues = [queue for mask, queue in self._queues.items() if mask & bit and queue]
-        oldest_first = (client for client, _ in heapq.merge(*(queue.items() for queue in queues),
-                                                             key=lambda item: item[1]))
+        merged = heapq.merge(*(queue.items() for queue in queues), key=lambda item: item[1])
+        oldest_first = (client for client, _ in merged if client not in skip)
         woken = self._rule.choose(oldest_first, slots, key)
         for client in woken:
             del self._queues[self._mask_of.pop(client)][client]

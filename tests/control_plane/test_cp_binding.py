@@ -124,6 +124,33 @@ async def test_a_round_start_wakes_the_fastest_waiting_clients(plane, stubs, wai
     polls["slow"].cancel()
 
 
+async def test_a_woken_client_that_declines_hands_its_slot_to_a_waiter_not_woken_yet(plane, stubs, wait_for):
+    """The 1-slot round wakes the two fastest; both decline it (as a device whose private requirements rule
+    the job out does: it checks in again without accepting), so the round wakes the third waiter, the slowest,
+    instead of leaving its slot to the deadline, and does not wake the decliners again."""
+    job_id, token = await stubs.register(name="declined", demand=1, over_selection=1.0)
+    history = plane.view.observations.history
+    for client, s_per_sample in (("slow", 1.0), ("fast", 0.01), ("mid", 0.1)):
+        history.delivered(client, 1.0, 30 * s_per_sample, 30, 1000.0)
+    polls = {}
+    for count, client in enumerate(("slow", "fast", "mid"), start=1):
+        polls[client] = asyncio.create_task(stubs.check_in(client, wait_s=5.0, cpu_f=8))
+
+        async def queued(count: int = count) -> bool:
+            return len(plane.binder.waiting) == count
+
+        await wait_for(queued, what=f"{client} to wait")
+    await stubs.start_round(job_id, token)
+    done, pending = await asyncio.wait([polls["fast"], polls["mid"]], timeout=3.0)
+    assert not pending and not polls["slow"].done()
+    for client in ("fast", "mid"):  # back without accepting: each hands its wake back
+        again = await stubs.check_in(client, wait_s=0.0, cpu_f=8)
+        assert [offer.job_id for offer in again.offers] == [job_id]
+    slow = await asyncio.wait_for(polls["slow"], 3.0)
+    assert [offer.job_id for offer in slow.offers] == [job_id]
+    assert len(plane.binder.waiting) == 0
+
+
 async def test_a_burst_of_unary_check_ins_is_served_whole(stubs):
     """2,000 check-ins at once on one channel: every one is answered (gRPC's queue of calls not yet taken
     up by the event loop used to cancel its overflow with CANCELLED, logging nothing)."""

@@ -41,6 +41,16 @@ def test_a_keyed_wake_ranks_only_the_oldest_scan_x_budget() -> None:
     assert pool.wake(LOOSE, 2, task_s.__getitem__) == [4, 3]  # scan 4: all that are left, fastest first
 
 
+def test_a_wake_passes_over_the_clients_it_is_told_to_skip() -> None:
+    pool = WaitPool(WakeRule(overwake=1.0))
+    task_s = {1: 10.0, 2: 20.0, 3: 30.0}
+    for client in task_s:
+        pool.add(client, LOOSE)
+    assert pool.wake(LOOSE, 1, task_s.__getitem__, skip=frozenset({1})) == [2]  # 1 is faster, but skipped
+    assert pool.wake(LOOSE, 2, skip=frozenset({1, 3})) == []
+    assert 1 in pool and 3 in pool
+
+
 def test_the_live_queue_wakes_the_clients_the_simulator_wakes(tiny: Workload, day: PopulationModel,
                                                                wait_for) -> None:
     sim = Simulation(tiny, make_population(400, 2, day), load_policy("propius"), SimConfig(seed=2))
@@ -73,13 +83,13 @@ def test_the_live_queue_wakes_the_clients_the_simulator_wakes(tiny: Workload, da
         woken = queue.wake(job.spec.requirements.public, 5, lambda client_id: keys[int(client_id)])
 
         async def woken_returned() -> bool:
-            return sum(wait.done() for wait in waits.values()) >= woken
+            return sum(wait.done() for wait in waits.values()) >= len(woken)
 
         await wait_for(woken_returned, what="the woken waits to return")
         done = [c for c, wait in waits.items() if wait.done() and wait.result()]
         for wait in waits.values():
             wait.cancel()
-        assert woken == len(done)
+        assert sorted(map(int, woken)) == sorted(done)
         return done
 
     assert sorted(asyncio.run(live())) == sorted(simulated)
