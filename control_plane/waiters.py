@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from control_plane.scheduling.wake import WakeRule
@@ -55,7 +56,7 @@ class WaitQueue:
             self._waiters.pop(ticket, None)
 
     def wake(self, constraints: Constraints, slots: int, key: Callable[[str], float] | None = None,
-             skip: frozenset[str] = frozenset()) -> list[str]:
+             skip: AbstractSet[str] = frozenset()) -> list[str]:
         """Wake the waiters :class:`WakeRule` picks among those ``constraints`` admit, ``skip`` left out,
         ``key`` ranking client ids; the client ids woken."""
         eligible = (

@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -70,9 +71,10 @@ class WakeLedger(Generic[C, A]):
             self._woken_for[client] = attempt
             woken.add(client)
 
-    def skip(self, attempt: A) -> frozenset[C]:
-        """The clients ``attempt`` woke already: its next wake passes them over."""
-        return frozenset(self._woken.get(attempt, ()))
+    def skip(self, attempt: A) -> AbstractSet[C]:
+        """The clients ``attempt`` woke already, which its next wake passes over (a view, not a copy: read it
+        before the next :meth:`woke`)."""
+        return self._woken.get(attempt, frozenset())
 
     def settled(self, client: C, took: A | None) -> A | None:
         """``client`` checked in again or bound (to ``took``; None: to nothing). The attempt it was woken for

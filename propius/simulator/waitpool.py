@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 
 from control_plane.scheduling.wake import WakeRule
 
@@ -52,7 +53,7 @@ class WaitPool:
                 yield from queue
 
     def wake(self, bit: int, slots: int, key: Callable[[int], float] | None = None,
-             skip: frozenset[int] = frozenset()) -> list[int]:
+             skip: AbstractSet[int] = frozenset()) -> list[int]:
         """Remove and return the waiters the wake rule picks among those whose mask has ``bit``, ``skip``
         left out."""
         queues = [queue for mask, queue in self._queues.items() if mask & bit and queue]
