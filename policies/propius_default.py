@@ -1,9 +1,9 @@
 """``propius``, the default policy: the default profile (``policies/profiles/default.yaml``).
 
-Smallest remaining service first, a starvation bound, IRS's speed-tier pin where the fastest tier can fill
-the round, and dispatch that refuses binds predicted to be wasted; each is one plug-in
-(:mod:`policies.plugins`), listed in the profile file, the one place the default is defined. Options
-change the profile: ``speed_tiers=false`` drops a plug-in, ``wait_for_faster=true`` adds one,
+Smallest remaining service first, a starvation bound, the fastest waiting clients woken first, and dispatch
+that refuses binds predicted to be wasted; each is one plug-in (:mod:`policies.plugins`), listed in the
+profile file, the one place the default is defined. Options change the profile: ``doom_guard=false`` drops
+a plug-in, ``speed_tiers=true`` adds one (IRS's speed-tier pin, outside the default),
 ``straggler_guard.slack=0.5`` (or ``straggler_guard={"slack": 0.5}``) sets a plug-in's option
 (:meth:`policies.profile.Profile.overridden`).
 """

@@ -203,7 +203,7 @@ def test_speed_tiers_pin_to_the_job_s_class_tiers_as_irs_does(view: Callable[...
                                 class_speed_tiers={"slow": (0.12, 0.14)})
         return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
 
-    for policy in (composed(SpeedTiers()), PropiusPolicy(), IrsPolicy()):  # one rule
+    for policy in (composed(SpeedTiers()), PropiusPolicy(speed_tiers=True), IrsPolicy()):  # one rule
         assert rank(policy, 0.11) == ["head", "next"]
         assert rank(policy, 0.12) == ["next"]  # pinned: 6 clients >= 3 tiers x 2
         assert rank(policy, 0.12, supply=5) == ["head", "next"]  # 5 < 6: the fastest tier cannot fill it
