@@ -102,10 +102,8 @@ async def test_long_polling_check_in_wakes_when_a_round_starts(plane, stubs, wai
     assert reply.bound and reply.round == 0
 
 
-async def test_a_round_start_wakes_the_fastest_waiting_clients(plane, stubs, wait_for):
-    """The default policy's wake key: of three waiters, a 1-slot round (2 wake-ups) wakes the two
-    predicted fastest, although the slowest has waited longest."""
-    job_id, token = await stubs.register(name="fastest", demand=1, over_selection=1.0)
+async def three_waiters(plane, stubs, wait_for) -> dict[str, asyncio.Task]:
+    """Clients of known speed waiting in this order: slow (longest), fast, mid."""
     history = plane.view.observations.history
     for client, s_per_sample in (("slow", 1.0), ("fast", 0.01), ("mid", 0.1)):
         history.delivered(client, 1.0, 30 * s_per_sample, 30, 1000.0)  # learned from an earlier job's task
@@ -117,6 +115,14 @@ async def test_a_round_start_wakes_the_fastest_waiting_clients(plane, stubs, wai
             return len(plane.binder.waiting) == count
 
         await wait_for(queued, what=f"{client} to wait")
+    return polls
+
+
+async def test_a_round_start_wakes_the_fastest_waiting_clients(plane, stubs, wait_for):
+    """The default policy's wake key: of three waiters, a 1-slot round (2 wake-ups) wakes the two
+    predicted fastest, although the slowest has waited longest."""
+    job_id, token = await stubs.register(name="fastest", demand=1, over_selection=1.0)
+    polls = await three_waiters(plane, stubs, wait_for)
     await stubs.start_round(job_id, token)
     done, pending = await asyncio.wait([polls["fast"], polls["mid"]], timeout=3.0)
     assert not pending and all(poll.result().offers for poll in done)
@@ -129,17 +135,7 @@ async def test_a_woken_client_that_declines_hands_its_slot_to_a_waiter_not_woken
     the job out does: it checks in again without accepting), so the round wakes the third waiter, the slowest,
     instead of leaving its slot to the deadline, and does not wake the decliners again."""
     job_id, token = await stubs.register(name="declined", demand=1, over_selection=1.0)
-    history = plane.view.observations.history
-    for client, s_per_sample in (("slow", 1.0), ("fast", 0.01), ("mid", 0.1)):
-        history.delivered(client, 1.0, 30 * s_per_sample, 30, 1000.0)
-    polls = {}
-    for count, client in enumerate(("slow", "fast", "mid"), start=1):
-        polls[client] = asyncio.create_task(stubs.check_in(client, wait_s=5.0, cpu_f=8))
-
-        async def queued(count: int = count) -> bool:
-            return len(plane.binder.waiting) == count
-
-        await wait_for(queued, what=f"{client} to wait")
+    polls = await three_waiters(plane, stubs, wait_for)
     await stubs.start_round(job_id, token)
     done, pending = await asyncio.wait([polls["fast"], polls["mid"]], timeout=3.0)
     assert not pending and not polls["slow"].done()
