@@ -44,14 +44,14 @@ from typing import Any
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
 
 from policies.placement import FirstFitPlacement, Placement, RailAlignedPlacement, TorusPlacement  # noqa: E402
-from policies.placement.torus import _greedy, _slots  # noqa: E402
+from policies.placement.torus import _greedy, fragment_problem  # noqa: E402
 from propius.fabric import AcceleratorState, Allocation, CloudRequest, FabricState, Unplaceable  # noqa: E402
 from propius.fabric.generators import rail_cluster, torus_racks  # noqa: E402
 from propius.fabric.recovery import RecoveryParams, recover  # noqa: E402
 from propius.fabric.request import Parallelism  # noqa: E402
 from propius.fabric.spares import FailureRates  # noqa: E402
 from propius.fabric.state import RingShare  # noqa: E402
-from propius.fabric.torus import PORTS, RackGrid, ring_shares, shortest_paths  # noqa: E402
+from propius.fabric.torus import PORTS, RackGrid, ring_shares  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 Shape = tuple[int, int, int]
@@ -131,14 +131,10 @@ def hostable(policy: str, state: FabricState, grid: RackGrid, shape: Shape, free
     usable = {a for block in _CONTIGUOUS.contiguous_blocks(state, grid, shape, free) for a in block.accelerators}
     if policy == "contiguous only" or not grid.programmable or len(in_rack) < math.prod(shape):
         return usable
-    slots = _slots(shape, grid)
-    if slots is None or not slots.adjacencies:
+    problem = fragment_problem(state, grid, shape, free)
+    if problem is None:
         return usable
-    servers = [h for h in grid.host_at.values() if all(a in free for a in grid.host_accelerators(h))]
-    if len(servers) < len(slots.cells):
-        return usable
-    adjacency = grid.neighbours(state)
-    paths = {(u, v): shortest_paths(adjacency, u, v, 3) for u in servers for v in servers if u != v}
+    slots, servers, paths = problem
     in_some: set[str] = set()
     for first in servers:  # the greedy puts its first slot on the first server it is given
         if first in in_some:

@@ -115,14 +115,10 @@ class TorusPlacement(Placement):
 
     # ---- fragmented ----
     def _fragmented(self, state: FabricState, grid: RackGrid, shape: Coord, free: set[str]) -> Allocation | None:
-        slots = _slots(shape, grid)
-        if slots is None or not slots.adjacencies:
+        problem = fragment_problem(state, grid, shape, free)
+        if problem is None:
             return None
-        servers = [h for h in grid.host_at.values() if all(a in free for a in grid.host_accelerators(h))]
-        if len(servers) < len(slots.cells):
-            return None
-        adjacency = grid.neighbours(state)
-        paths = {(u, v): shortest_paths(adjacency, u, v, PATHS_PER_PAIR) for u in servers for v in servers if u != v}
+        slots, servers, paths = problem
         greedy = _greedy(state, slots, servers, paths)
         floor = max(max(state.edge_loads().values(), default=0), max(w for *_, w in slots.adjacencies))
         optimal = greedy is not None and _load(state, greedy[1]) <= floor
@@ -142,6 +138,26 @@ class TorusPlacement(Placement):
                           rings=ring_shares(shape, grid.dims, grid.link_gbps, steered=True),
                           how=f"fragmented {'x'.join(map(str, shape))} over {len(hosts)} servers of {grid.rack}"
                               + (" (MILP)" if solved else " (greedy)"))
+
+
+Paths = dict[tuple[str, str], list[tuple[str, ...]]]
+Solution = tuple[list[str], tuple[FibreCircuit, ...]]
+
+
+def fragment_problem(state: FabricState, grid: RackGrid, shape: Coord,
+                     free: set[str]) -> tuple[_Slots, list[str], Paths] | None:
+    """A fragmented placement's inputs in this rack: the slice's server-level slots, the rack's free servers,
+    and the candidate light paths between each pair of them; None when none can exist (the shape is not made
+    of whole servers, is one server, or the rack has too few free servers)."""
+    slots = _slots(shape, grid)
+    if slots is None or not slots.adjacencies:
+        return None
+    servers = [h for h in grid.host_at.values() if all(a in free for a in grid.host_accelerators(h))]
+    if len(servers) < len(slots.cells):
+        return None
+    adjacency = grid.neighbours(state)
+    paths = {(u, v): shortest_paths(adjacency, u, v, PATHS_PER_PAIR) for u in servers for v in servers if u != v}
+    return slots, servers, paths
 
 
 def _slots(shape: Coord, grid: RackGrid) -> _Slots | None:
@@ -170,10 +186,6 @@ def _worst(state: FabricState, allocation: Allocation) -> int:
         for edge in circuit.edges():
             load[edge] += circuit.width
     return max(load.values(), default=0)
-
-
-Paths = dict[tuple[str, str], list[tuple[str, ...]]]
-Solution = tuple[list[str], tuple[FibreCircuit, ...]]
 
 
 def _greedy(state: FabricState, slots: _Slots, servers: list[str], paths: Paths) -> Solution | None:
