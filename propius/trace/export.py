@@ -150,7 +150,7 @@ def try_export_job(store: Store, job_id: str, out_dir: Path, **options: Any) -> 
 
 
 def try_export_pool_trace(store: Store, job_id: str, tier: PoolTrace, out_dir: Path,
-                          placement: tuple[Fabric, Allocation] | None) -> Path | None:
+                          fabric: Fabric | None) -> Path | None:
     """A sharded job's live shards' recorded collectives as a data point of their own
     (:func:`propius.trace.tier_export.export_pool_trace`); a failure is logged, never raised."""
     from propius.trace.tier_export import export_pool_trace
@@ -160,8 +160,7 @@ def try_export_pool_trace(store: Store, job_id: str, tier: PoolTrace, out_dir: P
         if job is None:
             raise KeyError(f"no such job {job_id!r}")
         spec = JobSpec.parse(job.spec_json)
-        folder = export_pool_trace(tier, out_dir, job=spec, launch_command=run_script(spec, job_id),
-                                   fabric=placement[0] if placement is not None else None)
+        folder = export_pool_trace(tier, out_dir, job=spec, launch_command=run_script(spec, job_id), fabric=fabric)
     except Exception:
         log.exception("export of job %s's aggregator shards' trace failed", job_id)
         return None
@@ -180,7 +179,7 @@ def data_point_exporter(settings: Settings) -> TraceExporter:
                      tier: PoolTrace | None = None) -> Path | None:
         fabric, allocation = placement if placement is not None else (None, None)
         if tier is not None:
-            await asyncio.to_thread(try_export_pool_trace, store, job_id, tier, out_dir, placement)
+            await asyncio.to_thread(try_export_pool_trace, store, job_id, tier, out_dir, fabric)
         return await asyncio.to_thread(try_export_job, store, job_id, out_dir, fabric=fabric, allocation=allocation)
 
     return export
