@@ -10,7 +10,12 @@ the same clients:
   and the run is flagged, so no run is silently dropped and no average is NaN;
 - where the default policy's average JCT is more than ``--tolerance`` above FIFO's, a one-line reason
   from the breakdown: whichever of scheduling delay, response collection or failed round attempts
-  (summed over jobs) grew most against FIFO.
+  (summed over jobs) grew most against FIFO;
+- for each run with a job above 1.5x its FIFO JCT, how much of that job's extra time its rounds measured
+  lost to jobs registered after it (``control_plane.scheduling.fifo_lag``): the order's share.
+
+Beside the policies runs FIFO again with a dropped client's slot freed 1 s later (``--no-noise`` leaves it
+out): the noise floor, how far one run moves from FIFO when nothing but a timing constant changes.
 
 Simulations run in parallel processes (``--workers``), or on a Ray cluster (``--ray ADDRESS``; Ray comes
 with the ``flwr[simulation]`` extra). Prints the tables, writes ``results/policy_robustness.json`` and
@@ -53,6 +58,10 @@ from propius.simulator.run import simulate  # noqa: E402
 RESULTS = Path(__file__).parent / "results"
 POLICIES = ["fifo", "random", "srsf", "las", "fair-share", "irs", "propius"]
 DEFAULT = "propius"
+# FIFO again with a dropped client's slot freed 1 s later: how far a run moves from FIFO when nothing but a
+# timing constant changes, the noise floor every other row is read against.
+NOISE = "fifo, lease +1 s"
+SLOWDOWN = 1.5  # a job slower than this against its FIFO JCT is listed
 # Sized so 40 workloads x 2 seeds x 7 policies fit in about an hour on 2 cores.
 FAMILY = WorkloadFamily(jobs=(5, 20), demand=(5, 200), rounds=(10, 100), clients=(2_000, 8_000))
 
@@ -63,8 +72,10 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     model = PopulationModel(availability=AvailabilityModel(mode=drawn.availability), days=task["days"])
     started = time.perf_counter()
     policy = load_profile(task["profile"]).policy() if task.get("profile") else task["policy"]
-    metrics, sim = simulate(drawn.workload, policy, drawn.workload.clients, task["seed"],
-                            config=SimConfig(seed=task["seed"]), model=model)
+    config = SimConfig(seed=task["seed"])
+    if policy == NOISE:
+        policy, config = "fifo", SimConfig(seed=task["seed"], lease_s=config.lease_s + 1.0)
+    metrics, sim = simulate(drawn.workload, policy, drawn.workload.clients, task["seed"], config=config, model=model)
     jobs = []
     for job in sim.jobs:
         ok = [r for r in job.history if r.succeeded]
@@ -73,6 +84,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
             "jct_s": (job.finished_at if job.finished_at is not None else sim.now) - job.workload.arrival_s,
             "schedule_s": sum(r.schedule_s for r in ok), "response_s": sum(r.response_s for r in ok),
             "failed_s": sum(r.closed_at - r.opened_at for r in job.history if not r.succeeded),
+            "lost_to_newer_s": job.timings.lost_to_newer_s,
         })
     return {**{k: task[k] for k in ("family_seed", "seed", "policy")}, "structure": drawn.structure,
             "arrival": drawn.arrival, "clients": drawn.workload.clients, "jobs": jobs,
@@ -113,11 +125,14 @@ def compare(rows: list[dict[str, Any]], policies: Iterable[str]) -> dict[str, li
             base_jct = {j["name"]: j["jct_s"] for j in base["jobs"]}
             avg, base_avg = statistics.fmean(j["jct_s"] for j in r["jobs"]), statistics.fmean(base_jct.values())
             worst = max((j["jct_s"] / base_jct[j["name"]], j["name"]) for j in r["jobs"])
+            worst_job = next(j for j in r["jobs"] if j["name"] == worst[1])
             delta = {part: sum(j[part] for j in r["jobs"]) - sum(j[part] for j in base["jobs"])
                      for part in ("schedule_s", "response_s", "failed_s")}
             entries.append({"family_seed": r["family_seed"], "seed": r["seed"], "structure": r["structure"],
                             "arrival": r["arrival"], "clients": r["clients"], "jobs": len(r["jobs"]),
                             "avg_ratio": avg / base_avg, "worst_ratio": worst[0], "worst_job": worst[1],
+                            "worst_extra_s": worst_job["jct_s"] - base_jct[worst[1]],
+                            "worst_lost_to_newer_s": worst_job.get("lost_to_newer_s", 0.0),
                             "unfinished": r["unfinished"], "fifo_unfinished": base["unfinished"], "delta_s": delta})
         out[policy] = sorted(entries, key=lambda e: (e["family_seed"], e["seed"]))
     return out
@@ -138,19 +153,28 @@ def quantiles(values: list[float]) -> tuple[float, float, float, float]:
 
 def tables(comparison: dict[str, list[dict[str, Any]]], tolerance: float) -> list[str]:
     lines = ["| policy | avg JCT / FIFO: p10 | median | p90 | worst | worst job / its FIFO JCT: median | worst "
-             "| workloads worse than FIFO by > tolerance | runs with unfinished jobs |",
-             "|---" * 9 + "|"]
+             f"| runs with a job > {SLOWDOWN}x | workloads worse than FIFO by > tolerance "
+             "| runs with unfinished jobs |",
+             "|---" * 10 + "|"]
     for policy, entries in comparison.items():
         avg, worst = quantiles([e["avg_ratio"] for e in entries]), quantiles([e["worst_ratio"] for e in entries])
         losses = sum(e["avg_ratio"] > 1 + tolerance for e in entries)
+        slow = sum(e["worst_ratio"] > SLOWDOWN for e in entries)
         lines.append(f"| {policy} | {avg[0]:.3f} | {avg[1]:.3f} | {avg[2]:.3f} | {avg[3]:.3f} | {worst[1]:.2f}x "
-                     f"| {worst[3]:.2f}x | {losses} of {len(entries)} | {sum(e['unfinished'] > 0 for e in entries)} |")
+                     f"| {worst[3]:.2f}x | {slow} of {len(entries)} | {losses} of {len(entries)} "
+                     f"| {sum(e['unfinished'] > 0 for e in entries)} |")
     for policy in (p for p in comparison if p == DEFAULT or p.startswith(PROFILE_PREFIX)):
         losses = [e for e in comparison[policy] if e["avg_ratio"] > 1 + tolerance]
         lines += ["", f"Workloads where `{policy}` loses to FIFO by more than {tolerance:.0%}:"]
         lines += [f"- family seed {e['family_seed']} (run seed {e['seed']}, {e['structure']}, {e['arrival']}, "
                   f"{e['jobs']} jobs, {e['clients']:,} clients): {e['avg_ratio']:.3f}x FIFO; {reason(e)}"
                   for e in losses] or ["- none"]
+        slow = [e for e in comparison[policy] if e["worst_ratio"] > SLOWDOWN]
+        lines += ["", f"Runs where a job of `{policy}` takes more than {SLOWDOWN}x its FIFO JCT (the part of its extra "
+                  "time that its rounds measured lost to jobs registered after it is the order's):"]
+        lines += [f"- family seed {e['family_seed']} (run seed {e['seed']}, {e['structure']}, {e['arrival']}): "
+                  f"{e['worst_job']} {e['worst_ratio']:.2f}x, +{e['worst_extra_s']:,.0f} s, of which "
+                  f"{e['worst_lost_to_newer_s']:,.0f} s lost to newer jobs" for e in slow] or ["- none"]
     return lines
 
 
@@ -182,6 +206,7 @@ def main() -> None:
                         "beside the policies, as profile:NAME (repeatable)")
     parser.add_argument("--days", type=int, default=7, help="simulated horizon")
     parser.add_argument("--tolerance", type=float, default=0.02, help="a loss smaller than this is a tie")
+    parser.add_argument("--no-noise", action="store_true", help=f"leave out the noise-floor row ({NOISE!r})")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead of local processes")
     parser.add_argument("--out", type=Path, default=RESULTS / "policy_robustness.json")
@@ -192,6 +217,8 @@ def main() -> None:
         profile = load_profile(source)
         profiles[f"{PROFILE_PREFIX}{profile.name}"] = profile.model_dump(mode="json")
     policies = ["fifo", *[p for p in args.policies if p != "fifo" and not p.startswith(PROFILE_PREFIX)], *profiles]
+    if not args.no_noise:
+        policies.append(NOISE)
     family = FAMILY.model_dump(mode="json")
     tasks = [{"family": family, "family_seed": args.family_seed + i, "seed": s, "policy": p, "days": args.days,
               "profile": profiles.get(p)} for i in range(args.workloads) for s in args.seeds for p in policies]

@@ -53,6 +53,9 @@ class OfferSource(Protocol):
     def open_slots(self, job_id: str, round_: int, attempt: int) -> int:
         """Free bind slots of the job's round attempt, as far as events told (0 once it is over)."""
 
+    def passed_over(self, job_id: str, client_id: str) -> str | None:
+        """The older job that FIFO would have given the client instead of ``job_id``, if any."""
+
 
 @dataclass(frozen=True)
 class Offer:
@@ -154,9 +157,10 @@ class Binder:
         job_id, round_, attempt = parse_offer_id(offer_id)
         if not client_id:
             raise InvalidArgument("client_id", "required")
+        passed = self._scheduler.passed_over(job_id, client_id) or ""
         try:
             outcome = await self._hot.bind(job_id, offer_id, client_id, round_, attempt, self._settings.lease_s, token,
-                                           origin=self._bus.id)
+                                           origin=self._bus.id, passed_over=passed)
         except PermissionError:
             raise PermissionDenied(f"session of client {client_id!r} is not valid; check in again") from None
         if outcome.bound:

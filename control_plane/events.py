@@ -46,6 +46,7 @@ class Event:
     model_kbit: float = 0.0  # on model_published: the model's size
     fetch_end: float = 0.0  # on update_accepted: the device's reported phases, on the server clock (0: none)
     train_s: float = 0.0
+    passed_over: str = ""  # on client_bound: the older job FIFO would have given the client (fifo_lag)
     detail: dict[str, Any] | None = None  # on fabric_recovery: the recovery (control_plane.fabric_manager)
 
     def to_json(self) -> str:

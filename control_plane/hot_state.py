@@ -242,16 +242,18 @@ class HotState:
 
     async def bind(
         self, job_id: str, offer_id: str, client_id: str, round_: int, attempt: int, lease_s: float, token: str,
-        origin: str = "",
+        origin: str = "", passed_over: str = "",
     ) -> BindOutcome:
         """Bind atomically and publish the ``client_bound`` event, marked with ``origin`` (the binding shard's
-        bus, which applies the returned event itself rather than waiting for pub/sub)."""
+        bus, which applies the returned event itself rather than waiting for pub/sub) and naming the job the
+        bind ``passed_over`` (:mod:`control_plane.scheduling.fifo_lag`)."""
         keys = [
             self._round_key(job_id), self._offer_key(job_id, offer_id),
             self._members_key(job_id, round_, attempt), self._leases_key(job_id, round_, attempt),
         ]
         now = time.time()
-        event = Event("client_bound", job_id, round_, attempt, client_id, at=now, origin=origin)
+        event = Event("client_bound", job_id, round_, attempt, client_id, at=now, origin=origin,
+                      passed_over=passed_over)
         args = [client_id, round_, attempt, now, lease_s, token_hash(token), self.events_channel, event.to_json(),
                 self._keep_ms]
         if self._pipe is not None:

@@ -30,6 +30,7 @@ from control_plane.events import Event
 from control_plane.jobs import JobRegistry
 from control_plane.scheduling.attempts import Attempt
 from control_plane.scheduling.fastest_fill import estimate_fastest_fill
+from control_plane.scheduling.fifo_lag import view_fields
 from control_plane.scheduling.history import ClientHistory
 from control_plane.scheduling.round_timings import RoundTimings
 from control_plane.scheduling.state import RoundState
@@ -74,7 +75,11 @@ class LiveObservations:
         if timings is not None and timings.recent_schedule_s is not None:
             known["recent_schedule_s"] = timings.recent_schedule_s
             known["recent_response_s"] = timings.recent_response_s
-        if (attempt := self._attempt_of(view)) is not None:
+        attempt = self._attempt_of(view)
+        lost, fifo_filled = view_fields(timings.lost_to_newer_s if timings is not None else 0.0, attempt)
+        if lost > 0 or fifo_filled is not None:
+            known["lost_to_newer_s"], known["fifo_filled_at"] = lost, fifo_filled
+        if attempt is not None:
             known["expected_results"] = attempt.expected
         return dataclasses.replace(view, **known) if known else view
 
@@ -144,9 +149,11 @@ class LiveObservations:
             return False
         if event.client_id:
             self._heard[event.client_id] = event.at
+        passed = self._attempts.get(event.passed_over) if kind == "client_bound" else None
+        moved = passed is not None and passed.passed_over(event.at)
         attempt = self._attempts.get(job_id)
         if attempt is None or (attempt.round, attempt.attempt) != (event.round, event.attempt):
-            return False
+            return moved
         if kind == "client_bound":
             reliability = self.history.estimate(event.client_id).reliability
             bound = event.bound if event.bound >= 0 else len(attempt.members) + (event.client_id not in attempt.members)
@@ -161,7 +168,7 @@ class LiveObservations:
             if bound_at is not None and kind == "client_dropped":
                 self._missed(job_id, event.client_id, event.at - bound_at)
         elif kind in ("round_closed", "round_failed"):
-            self._timings[job_id].finished(attempt.opened_at, attempt.filled_at, event.at)
+            self._timings[job_id].finished(attempt, event.at)
             if kind == "round_failed":
                 for client_id, (bound_at, _) in attempt.members.items():
                     self._missed(job_id, client_id, event.at - bound_at)

@@ -21,6 +21,7 @@ from control_plane.hot_state import HotState
 from control_plane.jobs import JobRegistry
 from control_plane.observations import KEEP_S, LiveObservations
 from control_plane.scheduling.fastest_fill import FillEstimates
+from control_plane.scheduling.fifo_lag import passed_over
 from control_plane.scheduling.matching import offer_candidates, supply_by_class
 from control_plane.scheduling.ordering import order_open_rounds
 from control_plane.scheduling.state import ActiveJob, RoundState, job_view
@@ -48,8 +49,9 @@ class Snapshot:
 class SchedulerView:
     """What check-ins read: the policy, supply estimates and an ordered view of open rounds.
 
-    The binder asks it three things (:meth:`checked_in`, :meth:`offers_for`, :meth:`wake_key`) and
-    feeds it every event first (:meth:`on_event`), so a client woken by an event sees what it changed.
+    The binder asks it what :class:`~control_plane.binding.OfferSource` lists (offers, wake order, free
+    slots, the job a bind passes over) and feeds it every event first (:meth:`on_event`), so a client woken
+    by an event sees what it changed.
 
     Round states are cached in memory and kept current by events (which carry the new state or bound
     count) plus a full re-read every scheduler tick, so a check-in computes its offers without a Redis
@@ -143,6 +145,13 @@ class SchedulerView:
         if state is None or state.state != "open" or (state.round, state.attempt) != (round_, attempt):
             return 0
         return max(0, state.target - state.bound)
+
+    def passed_over(self, job_id: str, client_id: str) -> str | None:
+        """The older job that FIFO would have given the client instead of ``job_id``
+        (:func:`~control_plane.scheduling.fifo_lag.passed_over`), by the client's eligibility classes as of
+        the last supply estimate."""
+        return passed_over(job_id, self.classes_of(client_id), self.snapshot().views,
+                           lambda view: self.bound_to(view.job_id, client_id))
 
     def bound_to(self, job_id: str, client_id: str) -> bool:
         """Whether the client is already bound to the job's open round (as far as events told)."""

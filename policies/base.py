@@ -97,6 +97,13 @@ class JobView:
     fast_task_s : float or None, default None
         Predicted task seconds that the fastest speed tier of this job's eligibility class stays within (over
         all clients while too few of the class are observed).
+    lost_to_newer_s : float, default 0.0
+        Seconds the job's round attempts lost to binds that FIFO would have given them and the order gave to
+        jobs registered after it: its closed attempts, and the open one once it filled
+        (:mod:`control_plane.scheduling.fifo_lag`).
+    fifo_filled_at : float or None, default None
+        While the open round is short of ``demand`` clients: when those binds would have filled it (None: not
+        yet, even with them). Its loss so far is ``ctx.now - fifo_filled_at``.
     fastest_fill_at : float or None, default None
         When the round could have all its results from the fastest eligible clients, those busy elsewhere
         counted from when they free up. Set only for the head of the order, and only for a policy whose
@@ -127,6 +134,8 @@ class JobView:
     recent_response_s: float | None = None  # smoothed response-collection time of the job's last rounds
     opened_at: float | None = None  # when the current round attempt opened (RoundState.started_at)
     fast_task_s: float | None = None  # task seconds the fastest speed tier of the job's class stays within
+    lost_to_newer_s: float = 0.0  # time its rounds lost to binds taken by jobs registered after it
+    fifo_filled_at: float | None = None  # when those binds would have filled the open, unfilled round
     fastest_fill_at: float | None = None  # the order's head, on request (scheduling core)
 
     @property

@@ -25,14 +25,28 @@ class Attempt:
     members: dict[Hashable, tuple[float, float]] = field(default_factory=dict)
     joined: set[Hashable] = field(default_factory=set)  # every client bound in this attempt (a client binds once)
     expected: float = 0.0  # results in + the members' reliabilities
+    # when the first ``demand`` binds came, and when binds passed it over for a newer job (fifo_lag)
+    bind_times: list[float] = field(default_factory=list)
+    passed_at: list[float] = field(default_factory=list)
 
     def bound(self, client: Hashable, at: float, reliability: float, bound: int) -> None:
         """``client`` bound at ``at``, the round now holding ``bound`` slots."""
         self.members[client] = (at, reliability)
         self.joined.add(client)
+        if len(self.bind_times) < self.demand:
+            self.bind_times.append(at)
         self.expected += reliability
         if self.filled_at is None and bound >= self.demand:
             self.filled_at = at
+
+    def passed_over(self, at: float) -> bool:
+        """A client this round had a free slot for bound to a job registered after it
+        (:mod:`control_plane.scheduling.fifo_lag`). True when this bind is the one that would have filled it
+        under FIFO: the only pass that changes what a view shows."""
+        if len(self.passed_at) >= self.demand:
+            return False
+        self.passed_at.append(at)
+        return self.filled_at is None and len(self.bind_times) + len(self.passed_at) == self.demand
 
     def delivered(self, client: Hashable) -> float | None:
         """``client`` delivered its result; when it had bound (None: it was not working here)."""

@@ -19,6 +19,7 @@ from policies.plugins.deadline_aware import DeadlineAware
 from policies.plugins.doom_guard import DoomGuard
 from policies.plugins.fastest_wake import FastestWake
 from policies.plugins.fifo_floor import FifoFloor
+from policies.plugins.fifo_lag import FifoLag
 from policies.plugins.hold_for_tight import HoldForTight
 from policies.plugins.longest_first import LongestFirst
 from policies.plugins.speed_tiers import SpeedTiers
@@ -33,7 +34,7 @@ PLUGIN_GROUP = "propius.policy_plugins"
 
 # Built in here rather than through entry points, so a checkout runs without reinstalling its metadata.
 BUILTIN: tuple[type[Plugin], ...] = (
-    SmallestRemainingFirst, LongestFirst, FifoFloor, StarvationBound, ClassOrder, SpeedTiers, HoldForTight,
+    SmallestRemainingFirst, LongestFirst, FifoFloor, FifoLag, StarvationBound, ClassOrder, SpeedTiers, HoldForTight,
     DeadlineAware, AvailabilityAware, DoomGuard, StragglerGuard, WaitForFaster, FastestWake,
 )
 

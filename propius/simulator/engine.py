@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from control_plane.scheduling.fastest_fill import FillEstimates, estimate_fastest_fill
+from control_plane.scheduling.fifo_lag import passed_over
 from control_plane.scheduling.history import GRID, ClientHistory
 from control_plane.scheduling.matching import supply_by_class
 from control_plane.scheduling.ordering import order_open_rounds
@@ -302,6 +303,7 @@ class Simulation:
     def _check_in(self, client: int) -> None:
         job = self.selection.choose(self, client, self.now)
         if job is not None:
+            self._pass_over(client, job)
             self._bind(client, job)
         elif self.selection.polls:
             self.token[client] += 1
@@ -315,6 +317,16 @@ class Simulation:
             other = self.jobs[missed[0]]
             if other.state == "open" and other.token == missed[1] and other.open_slots > 0:
                 self._wake(other, 1)
+
+    def _pass_over(self, client: int, job: SimJob) -> None:
+        """Count the bind on the older round FIFO would have given it (the live binder's ``passed_over``);
+        only central binding has an order to pass a round over in."""
+        if self.config.mode != "central":
+            return
+        passed = passed_over(job.job_id, self._classes_of(self.class_mask[client]), self.ordered_views(),
+                             self.joined_by(client))
+        if passed is not None and self.by_id[passed].current.passed_over(self.now):
+            self.by_id[passed].view = None
 
     def _bind(self, client: int, job: SimJob) -> None:
         job.bound += 1

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from control_plane.scheduling.attempts import Attempt
+from control_plane.scheduling.fifo_lag import view_fields
 from control_plane.scheduling.round_timings import RoundTimings
 from control_plane.scheduling.rounds import plan_round
 from control_plane.scheduling.state import ActiveJob, RoundState, job_view
@@ -87,7 +88,7 @@ class SimJob:
         self.view = None
 
     def finish_round(self, now: float, succeeded: bool) -> None:
-        schedule_s, response_s = self.timings.finished(self.opened_at, self.current.filled_at, now)
+        schedule_s, response_s = self.timings.finished(self.current, now)
         self.history.append(RoundRecord(self.rounds_done, self.attempt, self.opened_at, now, succeeded,
                                         schedule_s, response_s, self.binds))
         if succeeded:
@@ -116,10 +117,12 @@ class SimJob:
     def build_view(self, supply: int, fast_task_s: float | None) -> JobView:
         """``job_view(self.active, self.round_state(), supply)`` plus the observations the simulator tracks."""
         if self.view is None:
+            lost, fifo_filled = view_fields(self.timings.lost_to_newer_s, self.current)
             self.view = dataclasses.replace(
                 job_view(self.active, self.round_state(), supply), model_size_kbit=self.workload.model_size_kbit,
                 expected_results=self.current.expected, recent_schedule_s=self.timings.recent_schedule_s,
                 recent_response_s=self.timings.recent_response_s, fast_task_s=fast_task_s,
+                lost_to_newer_s=lost, fifo_filled_at=fifo_filled,
             )
         return self.view
 

@@ -12,6 +12,7 @@ import pytest
 
 from control_plane.events import Event
 from control_plane.observations import LiveObservations
+from control_plane.scheduling.attempts import Attempt
 from control_plane.scheduling.history import ClientHistory
 from control_plane.scheduling.round_timings import RoundTimings
 from control_plane.scheduling.state import ActiveJob, RoundState, job_view
@@ -68,7 +69,7 @@ def test_events_teach_what_the_simulator_feeds_directly(seen: LiveObservations) 
     assert seen.speed_tiers() == direct.speed_tiers(3)
 
     timings = RoundTimings()
-    timings.finished(10.0, 13.0, 23.0)  # the demand-th (2nd) bind at 13.0
+    timings.finished(Attempt(0, 0, 10.0, 2, filled_at=13.0), 23.0)  # the demand-th (2nd) bind at 13.0
     after = seen.annotate(view)
     assert (after.recent_schedule_s, after.recent_response_s) == (timings.recent_schedule_s, 10.0)
     assert (after.model_size_kbit, after.work_samples) == (800.0, WORK)

@@ -1,0 +1,39 @@
+"""``fifo_lag`` (promote): no job ends up much slower than FIFO would have served it; one that falls behind goes first.
+
+SRSF's gains come from letting newer, smaller jobs take clients that FIFO would have given an older job,
+and so does its worst case against FIFO: an older job that the newer ones keep passing (a large job in a
+burst of small ones; a job whose failed rounds let others overtake it in remaining service, so it fails
+again). The scheduling core measures what each job lost that way (``JobView.lost_to_newer_s``,
+:mod:`control_plane.scheduling.fifo_lag`): the part of its rounds' scheduling delay that the binds taken
+by jobs registered after it would have saved, and whole failed attempts that they would have filled.
+
+Without those losses the job would have got this far in ``elapsed - lost`` seconds, so it is running at
+``elapsed / (elapsed - lost)`` times its FIFO pace. Once that exceeds ``slowdown`` it is promoted: ranked
+ahead of every job that is not, among promoted jobs oldest registration first (FIFO), and offered to every
+client, so no newer job passes it until it has caught up; then it is ranked by the sort again. Unlike a
+rule over the order alone (``fifo_floor``), it acts only on what passing a job actually cost it: on a pool
+with room for every round, being passed over costs seconds and nothing is promoted.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+from pydantic import Field
+
+from policies.base import JobView, SchedulingContext
+from policies.plugins.base import PromotePlugin
+
+__all__ = ["FifoLag"]
+
+
+class FifoLag(PromotePlugin):
+    name: ClassVar[str] = "fifo_lag"
+    slowdown: Annotated[float, Field(gt=1.0)] = 1.25
+
+    def promote(self, job: JobView, ctx: SchedulingContext) -> float | None:
+        lost = job.lost_to_newer_s + (max(0.0, ctx.now - job.fifo_filled_at) if job.fifo_filled_at is not None else 0.0)
+        elapsed = ctx.now - job.registered_at
+        if lost <= 0 or elapsed <= self.slowdown * (elapsed - lost):  # within slowdown x its FIFO pace
+            return None
+        return job.registered_at
