@@ -1,18 +1,22 @@
-"""``fifo_lag`` (promote): no job ends up much slower than FIFO would have served it; one that falls behind goes first.
+"""``fifo_lag`` (promote): a job that the order has put more than ``slowdown`` times behind its FIFO pace goes first.
 
 SRSF's gains come from letting newer, smaller jobs take clients that FIFO would have given an older job,
 and so does its worst case against FIFO: an older job that the newer ones keep passing (a large job in a
 burst of small ones; a job whose failed rounds let others overtake it in remaining service, so it fails
 again). The scheduling core measures what each job lost that way (``JobView.lost_to_newer_s``,
 :mod:`control_plane.scheduling.fifo_lag`): the part of its rounds' scheduling delay that the binds taken
-by jobs registered after it would have saved, and whole failed attempts that they would have filled.
+by jobs registered after it would have saved, and, for an attempt that never filled, the time from when
+they would have filled it to its close.
 
 Without those losses the job would have got this far in ``elapsed - lost`` seconds, so it is running at
 ``elapsed / (elapsed - lost)`` times its FIFO pace. Once that exceeds ``slowdown`` it is promoted: ranked
 ahead of every job that is not, among promoted jobs oldest registration first (FIFO), and offered to every
 client, so no newer job passes it until it has caught up; then it is ranked by the sort again. Unlike a
 rule over the order alone (``fifo_floor``), it acts only on what passing a job actually cost it: on a pool
-with room for every round, being passed over costs seconds and nothing is promoted.
+with room for every round, being passed over costs seconds and nothing is promoted. It bounds the order's
+share of a job's delay, not its JCT (a round filled late may also wait for a straggler, or meet the evening
+drop in its class); and on an overloaded pool, where every large job is passed over, it promotes often.
+It is in no shipped profile (docs/policies.md, "FIFO lag", has the measurements).
 """
 
 from __future__ import annotations
