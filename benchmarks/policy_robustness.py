@@ -124,15 +124,15 @@ def compare(rows: list[dict[str, Any]], policies: Iterable[str]) -> dict[str, li
             base = fifo[(r["family_seed"], r["seed"])]
             base_jct = {j["name"]: j["jct_s"] for j in base["jobs"]}
             avg, base_avg = statistics.fmean(j["jct_s"] for j in r["jobs"]), statistics.fmean(base_jct.values())
-            worst = max((j["jct_s"] / base_jct[j["name"]], j["name"]) for j in r["jobs"])
-            worst_job = next(j for j in r["jobs"] if j["name"] == worst[1])
+            worst_job = max(r["jobs"], key=lambda j: (j["jct_s"] / base_jct[j["name"]], j["name"]))
+            worst = (worst_job["jct_s"] / base_jct[worst_job["name"]], worst_job["name"])
             delta = {part: sum(j[part] for j in r["jobs"]) - sum(j[part] for j in base["jobs"])
                      for part in ("schedule_s", "response_s", "failed_s")}
             entries.append({"family_seed": r["family_seed"], "seed": r["seed"], "structure": r["structure"],
                             "arrival": r["arrival"], "clients": r["clients"], "jobs": len(r["jobs"]),
                             "avg_ratio": avg / base_avg, "worst_ratio": worst[0], "worst_job": worst[1],
                             "worst_extra_s": worst_job["jct_s"] - base_jct[worst[1]],
-                            "worst_lost_to_newer_s": worst_job.get("lost_to_newer_s", 0.0),
+                            "worst_lost_to_newer_s": worst_job["lost_to_newer_s"],
                             "unfinished": r["unfinished"], "fifo_unfinished": base["unfinished"], "delta_s": delta})
         out[policy] = sorted(entries, key=lambda e: (e["family_seed"], e["seed"]))
     return out

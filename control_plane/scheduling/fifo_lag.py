@@ -47,7 +47,7 @@ def passed_over(
             bound = view if view.job_id == bound_job_id else None
             continue
         key = (view.registered_at, view.job_id)
-        if (key < (oldest or (bound.registered_at, bound.job_id)) and view.target > view.bound
+        if (key < (oldest or (bound.registered_at, bound.job_id)) and view.open_slots > 0
                 and view.eligibility_key in classes and not joined(view)):
             oldest = key
     return oldest[1] if oldest is not None else None
