@@ -22,7 +22,7 @@ from control_plane.jobs import JobRegistry
 from control_plane.observations import KEEP_S, LiveObservations
 from control_plane.scheduling.fastest_fill import FillEstimates
 from control_plane.scheduling.fifo_lag import passed_over
-from control_plane.scheduling.matching import offer_candidates, supply_by_class
+from control_plane.scheduling.matching import offer_candidates, ranked_offers, supply_by_class
 from control_plane.scheduling.ordering import order_open_rounds
 from control_plane.scheduling.state import ActiveJob, RoundState, job_view
 from control_plane.scheduling.tiers import Cut
@@ -148,10 +148,16 @@ class SchedulerView:
 
     def passed_over(self, job_id: str, client_id: str) -> str | None:
         """The older job that FIFO would have given the client instead of ``job_id``
-        (:func:`~control_plane.scheduling.fifo_lag.passed_over`), by the client's eligibility classes as of
-        the last supply estimate."""
-        return passed_over(job_id, self.classes_of(client_id), self.snapshot().views,
-                           lambda view: self.bound_to(view.job_id, client_id))
+        (:func:`~control_plane.scheduling.fifo_lag.passed_over`), among the rounds the policy would offer it
+        now, by its profile as of the last supply estimate."""
+        cached = self._eligible.get(client_id)
+        if cached is None:
+            return None
+        snap = self.snapshot()
+        ctx = replace(snap.ctx, client=self.observations.estimate(client_id))
+        ranked = ranked_offers(ClientProfile.model_validate_json(cached[0]).attributes(), snap.views, self.policy,
+                               ctx, joined=lambda view: self.bound_to(view.job_id, client_id))
+        return passed_over(job_id, ranked)
 
     def bound_to(self, job_id: str, client_id: str) -> bool:
         """Whether the client is already bound to the job's open round (as far as events told)."""

@@ -11,18 +11,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from policies import JobView, Policy, SchedulingContext
 from propius.specs import AttributeValue, Constraints
 
-__all__ = ["offer_candidates", "supply_by_class"]
+__all__ = ["offer_candidates", "ranked_offers", "supply_by_class"]
 
 
-def offer_candidates(
+def ranked_offers(
     attributes: Mapping[str, AttributeValue],
     ordered_jobs: Sequence[JobView],
     policy: Policy,
     ctx: SchedulingContext,
-    max_offers: int,
     joined: Callable[[JobView], bool] | None = None,
 ) -> list[JobView]:
-    """Up to ``max_offers`` jobs with a free slot whose public constraints admit the client, in the policy's order.
+    """Every job the policy would offer the client, first offered first: those with a free slot whose public
+    constraints admit it, ranked by ``policy.rank_for_client`` (which may leave some out).
 
     Rounds the client already ``joined`` are ranked with the others, then left out (a bind would be
     refused): the policy sees them, so it may keep the client free for such a round's successor
@@ -33,7 +33,19 @@ def offer_candidates(
     ranked = policy.rank_for_client(attrs, eligible, ctx)
     if joined is not None:
         ranked = [job for job in ranked if not joined(job)]
-    return ranked[:max_offers]
+    return ranked
+
+
+def offer_candidates(
+    attributes: Mapping[str, AttributeValue],
+    ordered_jobs: Sequence[JobView],
+    policy: Policy,
+    ctx: SchedulingContext,
+    max_offers: int,
+    joined: Callable[[JobView], bool] | None = None,
+) -> list[JobView]:
+    """The first ``max_offers`` of :func:`ranked_offers`: the offers a checking-in client gets."""
+    return ranked_offers(attributes, ordered_jobs, policy, ctx, joined)[:max_offers]
 
 
 def supply_by_class(

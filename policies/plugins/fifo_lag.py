@@ -15,8 +15,8 @@ client, so no newer job passes it until it has caught up; then it is ranked by t
 rule over the order alone (``fifo_floor``), it acts only on what passing a job actually cost it: on a pool
 with room for every round, being passed over costs seconds and nothing is promoted. It bounds the order's
 share of a job's delay, not its JCT (a round filled late may also wait for a straggler, or meet the evening
-drop in its class); and on an overloaded pool, where every large job is passed over, it promotes often.
-It is in no shipped profile (docs/policies.md, "FIFO lag", has the measurements).
+drop in its class). The default profile has it at ``slowdown`` 1.35: at 1.25 it promoted so often on an
+overloaded pool that the default lost its margin over IRS (docs/policies.md, "FIFO lag", has the measurements).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = ["FifoLag"]
 
 class FifoLag(PromotePlugin):
     name: ClassVar[str] = "fifo_lag"
-    slowdown: Annotated[float, Field(gt=1.0)] = 1.25
+    slowdown: Annotated[float, Field(gt=1.0)] = 1.35
 
     def promote(self, job: JobView, ctx: SchedulingContext) -> float | None:
         lost = job.lost_to_newer_s + (max(0.0, ctx.now - job.fifo_filled_at) if job.fifo_filled_at is not None else 0.0)

@@ -6,7 +6,7 @@ pending (its next on/off switch and its task's end), and idle clients wait in a
 :class:`~propius.simulator.waitpool.WaitPool` instead of polling, so the event count grows with binds,
 not with idle time. Every decision is the scheduling core's (:mod:`control_plane.scheduling`), which
 the live control plane drives too: ``job_view`` builds what the policy sees, ``order_open_rounds``
-orders it, ``offer_candidates`` picks the offers (see :mod:`propius.simulator.selection`),
+orders it, ``ranked_offers`` ranks the offers (see :mod:`propius.simulator.selection`),
 ``supply_by_class`` classifies clients, an ``Attempt`` per open round tracks its members, and
 ``estimate_fastest_fill``, ``WakeRule``, ``plan_round`` and ``retry_delay`` are the live rules.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -211,7 +211,7 @@ class Simulation:
         """The first offer the device's private constraints admit and the bind accepts (as clients.device does).
 
         Rounds the client already joined (which the live bind refuses, ``already_bound``) are not among
-        the offers: ``offer_candidates`` leaves them out (``joined_by``).
+        the offers: ``ranked_offers`` leaves them out (``joined_by``).
         """
         for view in offers:
             job = self.by_id[view.job_id]
@@ -301,9 +301,9 @@ class Simulation:
             self._push(windows[self.window[client]][0], ON, client)
 
     def _check_in(self, client: int) -> None:
-        job = self.selection.choose(self, client, self.now)
+        job, ranked = self.selection.choose(self, client, self.now)
         if job is not None:
-            self._pass_over(client, job)
+            self._pass_over(job, ranked)
             self._bind(client, job)
         elif self.selection.polls:
             self.token[client] += 1
@@ -318,13 +318,10 @@ class Simulation:
             if other.state == "open" and other.token == missed[1] and other.open_slots > 0:
                 self._wake(other, 1)
 
-    def _pass_over(self, client: int, job: SimJob) -> None:
-        """Count the bind on the older round FIFO would have given it (the live binder's ``passed_over``);
-        only central binding has an order to pass a round over in."""
-        if self.config.mode != "central":
-            return
-        passed = passed_over(job.job_id, self._classes_of(self.class_mask[client]), self.ordered_views(),
-                             self.joined_by(client))
+    def _pass_over(self, job: SimJob, ranked: Sequence[JobView]) -> None:
+        """Count the bind on the older round FIFO would have given it (the live binder's ``passed_over``),
+        among the rounds the policy would have offered the client (``ranked``)."""
+        passed = passed_over(job.job_id, ranked)
         if passed is not None and self.by_id[passed].current.passed_over(self.now):
             self.by_id[passed].view = None
 

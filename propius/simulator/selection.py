@@ -1,8 +1,8 @@
 """How an idle client finds a job: central binding (any policy), static partitions, client-side random.
 
 - :class:`CentralSelection` is the live control plane's check-in: the policy-ordered open rounds go
-  through ``offer_candidates``, and the client accepts the first offer its private constraints admit
-  (as ``clients.device`` does). A client with no offer waits to be woken.
+  through ``ranked_offers``, the first ``max_offers`` are offered, and the client accepts the first offer
+  its private constraints admit (as ``clients.device`` does). A client with no offer waits to be woken.
 - :class:`StaticSelection` pins every client to one job (see :mod:`propius.simulator.partition`); the
   same matching code runs on that job alone, so a pinned client idles while its job needs nobody.
 - :class:`ClientRandomSelection` has no central matching: the client picks a random job with an open
@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from control_plane.scheduling.matching import offer_candidates
+from control_plane.scheduling.matching import ranked_offers
 from policies import JobView, Policy, SchedulingContext
 from propius.simulator.jobs import SimJob
 from propius.specs import AttributeValue
 
-__all__ = ["CentralSelection", "ClientRandomSelection", "Pool", "Selection", "StaticSelection"]
+__all__ = ["CentralSelection", "Choice", "ClientRandomSelection", "Pool", "Selection", "StaticSelection"]
 
 
 class Pool(Protocol):
@@ -51,6 +51,14 @@ class Pool(Protocol):
     def first_accepted(self, client: int, offers: list[JobView]) -> SimJob | None: ...
 
 
+class Choice(NamedTuple):
+    """What a check-in found: the job the client binds to (None: none), and the rounds the policy would offer
+    it, first offered first, which the engine reads for the FIFO-lag measure (empty without central ranking)."""
+
+    job: SimJob | None
+    ranked: Sequence[JobView] = ()
+
+
 class Selection(Protocol):
     polls: bool  # True: an unlucky client retries later; False: it waits to be woken
     handshakes: int  # bind attempts sent without central matching
@@ -58,7 +66,7 @@ class Selection(Protocol):
 
     def wake_mask(self, pool: Pool, client: int) -> int: ...
 
-    def choose(self, pool: Pool, client: int, now: float) -> SimJob | None: ...
+    def choose(self, pool: Pool, client: int, now: float) -> Choice: ...
 
 
 class CentralSelection:
@@ -68,13 +76,13 @@ class CentralSelection:
     def wake_mask(self, pool: Pool, client: int) -> int:
         return pool.class_mask[client]
 
-    def choose(self, pool: Pool, client: int, now: float) -> SimJob | None:
+    def choose(self, pool: Pool, client: int, now: float) -> Choice:
         ordered = pool.ordered_views()
         if not ordered:
-            return None
-        offers = offer_candidates(pool.profile(client), ordered, pool.policy, pool.context(client, now),
-                                  pool.max_offers, joined=pool.joined_by(client))
-        return pool.first_accepted(client, offers)
+            return Choice(None)
+        ranked = ranked_offers(pool.profile(client), ordered, pool.policy, pool.context(client, now),
+                               joined=pool.joined_by(client))
+        return Choice(pool.first_accepted(client, ranked[:pool.max_offers]), ranked)
 
 
 class StaticSelection:
@@ -88,13 +96,13 @@ class StaticSelection:
         job = self.pinned[client]
         return 0 if job < 0 else pool.jobs[job].wake_bit
 
-    def choose(self, pool: Pool, client: int, now: float) -> SimJob | None:
+    def choose(self, pool: Pool, client: int, now: float) -> Choice:
         index = self.pinned[client]
         if index < 0 or pool.jobs[index].state != "open":
-            return None
-        offers = offer_candidates(pool.profile(client), [pool.view_of(pool.jobs[index])], pool.policy,
-                                  pool.context(client, now), pool.max_offers, joined=pool.joined_by(client))
-        return pool.first_accepted(client, offers)
+            return Choice(None)
+        ranked = ranked_offers(pool.profile(client), [pool.view_of(pool.jobs[index])], pool.policy,
+                               pool.context(client, now), joined=pool.joined_by(client))
+        return Choice(pool.first_accepted(client, ranked[:pool.max_offers]), ranked)
 
 
 class ClientRandomSelection:
@@ -107,14 +115,14 @@ class ClientRandomSelection:
     def wake_mask(self, pool: Pool, client: int) -> int:
         return 0
 
-    def choose(self, pool: Pool, client: int, now: float) -> SimJob | None:
+    def choose(self, pool: Pool, client: int, now: float) -> Choice:
         candidates = [job for job in pool.jobs if job.state == "open"]
         if not candidates:
-            return None
+            return Choice(None)
         job = candidates[int(pool.rng.random() * len(candidates))]
         self.handshakes += 1
         if (job.open_slots > 0 and client not in job.current.joined and pool.class_mask[client] & job.class_bit
                 and pool.private_ok(client, job)):
-            return job
+            return Choice(job)
         self.wasted_handshakes += 1
-        return None
+        return Choice(None)
