@@ -79,14 +79,15 @@ def _job(name: str, arrival_s: float, demand: int, rounds: int) -> dict:
 def test_one_huge_job_among_a_stream_of_small_ones_finishes_within_the_bound() -> None:
     """60 always-online clients; a job of 3 rounds x 45 results among 2-round jobs of 15 arriving every 8 s
     for 2,800 s, which alone keep most clients busy. SRSF always prefers the small jobs. The bound at
-    ``slowdown`` 2, so the stream outlasts it."""
+    ``slowdown`` 2, so the stream outlasts it; ``fifo_lag``, which would promote the huge job too, is off."""
     workload = Workload.model_validate({"name": "stream", "clients": 60, "jobs": [
         _job("huge", 5.0, 45, 3), *(_job(f"small-{i:03d}", 8.0 * i, 15, 2) for i in range(350))]})
     model = PopulationModel(availability=AvailabilityModel(mode="always"), days=1)
     slowdown, limit, rounds = 2.0, 100.0, 3
 
     def run(**options: object) -> Simulation:
-        sim = Simulation(workload, make_population(60, 0, model), load_policy("propius", **options), SimConfig(seed=0))
+        sim = Simulation(workload, make_population(60, 0, model), load_policy("propius", fifo_lag=False, **options),
+                         SimConfig(seed=0))
         sim.run()
         return sim
 
