@@ -9,7 +9,9 @@ by jobs registered after it would have saved, and, for an attempt that never fil
 they would have filled it to its close.
 
 Without those losses the job would have got this far in ``elapsed - lost`` seconds, so it is running at
-``elapsed / (elapsed - lost)`` times its FIFO pace. Once that exceeds ``slowdown`` it is promoted: ranked
+``elapsed / (elapsed - lost)`` times its FIFO pace. Once that exceeds ``slowdown``, and the loss exceeds
+one round limit of the job (a young job's ratio moves by seconds: in a batch of jobs registered together,
+the first binds made every job that lost a few seconds to a newer one due at once), it is promoted: ranked
 ahead of every job that is not, among promoted jobs oldest registration first (FIFO), and offered to every
 client, so no newer job passes it until it has caught up; then it is ranked by the sort again. Unlike a
 rule over the order alone (``fifo_floor``), it acts only on what passing a job actually cost it: on a pool
@@ -21,6 +23,7 @@ overloaded pool that the default lost its margin over IRS (docs/policies.md, "FI
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, ClassVar
 
 from pydantic import Field
@@ -36,8 +39,12 @@ class FifoLag(PromotePlugin):
     slowdown: Annotated[float, Field(gt=1.0)] = 1.35
 
     def promote(self, job: JobView, ctx: SchedulingContext) -> float | None:
+        if job.opened_at is None or math.isinf(job.deadline_at):
+            return None
         lost = job.lost_to_newer_s + (max(0.0, ctx.now - job.fifo_filled_at) if job.fifo_filled_at is not None else 0.0)
         elapsed = ctx.now - job.registered_at
-        if lost <= 0 or elapsed <= self.slowdown * (elapsed - lost):  # within slowdown x its FIFO pace
+        if lost <= job.deadline_at - job.opened_at:  # not yet a round limit: a young job's ratio is noise
+            return None
+        if elapsed <= self.slowdown * (elapsed - lost):  # within slowdown x its FIFO pace
             return None
         return job.registered_at

@@ -3,6 +3,7 @@ first once that puts it more than ``slowdown`` times behind its FIFO pace."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import pytest
@@ -92,22 +93,29 @@ def test_a_job_more_than_slowdown_behind_its_fifo_pace_is_promoted(view: Callabl
     lag = FifoLag(slowdown=1.25)  # promoted once the loss exceeds 1 - 1/1.25 = 20 % of its time so far
     assert FifoLag().slowdown == pytest.approx(1.35)
     ctx = SchedulingContext(now=1100.0, supply_by_class={"{}": 50})  # registered at 100: 1,000 s so far
-    assert lag.promote(view("j", lost_to_newer_s=200.0), ctx) is None  # 1,000 / 800 = 1.25x: not beyond
-    assert lag.promote(view("j", lost_to_newer_s=201.0), ctx) == 100.0  # its registration: FIFO among promoted
+    job = functools.partial(view, opened_at=1050.0, deadline_at=1150.0)  # rounds of a 100 s limit
+    assert lag.promote(job("j", lost_to_newer_s=200.0), ctx) is None  # 1,000 / 800 = 1.25x: not beyond
+    assert lag.promote(job("j", lost_to_newer_s=201.0), ctx) == 100.0  # its registration: FIFO among promoted
     # The open round's loss still growing counts: FIFO would have filled it at 950 s, 150 s ago.
-    assert lag.promote(view("j", lost_to_newer_s=60.0, fifo_filled_at=950.0), ctx) == 100.0
-    assert lag.promote(view("j", lost_to_newer_s=40.0, fifo_filled_at=950.0), ctx) is None
-    assert lag.promote(view("j"), ctx) is None
+    assert lag.promote(job("j", lost_to_newer_s=60.0, fifo_filled_at=950.0), ctx) == 100.0
+    assert lag.promote(job("j", lost_to_newer_s=40.0, fifo_filled_at=950.0), ctx) is None
+    assert lag.promote(job("j"), ctx) is None
+    # A loss of at most one round limit promotes nobody, however young the job: 90 of its 100 s is noise.
+    young = SchedulingContext(now=1100.0, supply_by_class={"{}": 50})
+    assert lag.promote(job("j", registered_at=1000.0, lost_to_newer_s=90.0), young) is None
+    assert lag.promote(job("j", registered_at=900.0, lost_to_newer_s=101.0), young) == 900.0
+    assert lag.promote(view("j", lost_to_newer_s=900.0), ctx) is None  # no open round: nothing to serve first
 
 
 def test_a_promoted_job_goes_ahead_of_smaller_newer_ones(view: Callable[..., JobView]) -> None:
     policy = ProfilePolicy("t", [SmallestRemainingFirst(), FifoLag(slowdown=1.25)])
-    big = view("big", registered_at=0.0, rounds_total=50, demand=40, target=52)
-    small = [view(f"small-{i}", registered_at=10.0 + i, rounds_total=2, demand=10) for i in range(3)]
+    job = functools.partial(view, opened_at=450.0, deadline_at=550.0)
+    big = job("big", registered_at=0.0, rounds_total=50, demand=40, target=52)
+    small = [job(f"small-{i}", registered_at=10.0 + i, rounds_total=2, demand=10) for i in range(3)]
     ids = lambda jobs: [j.job_id for j in jobs]  # noqa: E731
     ctx = SchedulingContext(now=500.0, supply_by_class={"{}": 50})
     assert ids(policy.order([big, *small], ctx)) == ["small-0", "small-1", "small-2", "big"]
-    behind = view("big", registered_at=0.0, rounds_total=50, demand=40, target=52, lost_to_newer_s=101.0)
+    behind = job("big", registered_at=0.0, rounds_total=50, demand=40, target=52, lost_to_newer_s=101.0)
     assert ids(policy.order([behind, *small], ctx)) == ["big", "small-0", "small-1", "small-2"]
 
 
