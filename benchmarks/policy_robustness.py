@@ -1,7 +1,8 @@
 """Sharing policies across workload families: does a policy help on workloads nobody tuned it on?
 
-Every policy runs on ``--workloads`` workloads drawn from a family (:mod:`propius.simulator.families`,
-family seeds ``--family-seed`` onwards) at each run seed of ``--seeds`` (the seed of the clients'
+Every policy runs on ``--workloads`` workloads drawn from a family (:mod:`propius.simulator.families`:
+``FAMILY`` below, sized for an hour's sweep, with any of its fields replaced by ``--family``; family seeds
+``--family-seed`` onwards) at each run seed of ``--seeds`` (the seed of the clients'
 traces). For each workload and seed the benchmark compares a policy with FIFO on the same workload and
 the same clients:
 
@@ -24,6 +25,7 @@ with the ``flwr[simulation]`` extra). Prints the tables, writes ``results/policy
     python benchmarks/policy_robustness.py                                   # the default sweep
     python benchmarks/policy_robustness.py --workloads 4 --seeds 0 --policies fifo propius   # a smoke run
     python benchmarks/policy_robustness.py --policies fifo propius --profile my-profile.yaml   # compare profiles
+    python benchmarks/policy_robustness.py --policies fifo propius --family '{"jobs": [5, 40]}'   # larger workloads
 
 A profile (``--profile FILE``, repeatable, or a policy named ``profile:FILE``) runs as the policy
 ``profile:NAME``; the profile travels inline with each task, so Ray workers need not see the file. The
@@ -64,6 +66,14 @@ NOISE = "fifo, lease +1 s"
 SLOWDOWN = 1.5  # a job slower than this against its FIFO JCT is listed
 # Sized so 40 workloads x 2 seeds x 7 policies fit in about an hour on 2 cores.
 FAMILY = WorkloadFamily(jobs=(5, 20), demand=(5, 200), rounds=(10, 100), clients=(2_000, 8_000))
+
+
+def family_arg(text: str) -> WorkloadFamily:
+    """``--family``: the benchmark's family with the given fields replaced; refused naming a bad one."""
+    try:
+        return WorkloadFamily.model_validate({**FAMILY.model_dump(), **json.loads(text)})
+    except ValueError as error:  # bad JSON, or a field out of range
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def run_one(task: dict[str, Any]) -> dict[str, Any]:
@@ -199,6 +209,9 @@ def plot(comparison: dict[str, list[dict[str, Any]]], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", type=int, default=40)
+    parser.add_argument("--family", type=family_arg, default=FAMILY, metavar="JSON",
+                        help="family parameters (WorkloadFamily's fields) over the benchmark's, e.g. "
+                             "'{\"jobs\": [5, 40], \"clients\": [2000, 20000]}'")
     parser.add_argument("--family-seed", type=int, default=1000, help="first family seed (workload i: this + i)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="client-trace seeds")
     parser.add_argument("--policies", nargs="+", default=POLICIES, help="policy names, or profile:FILE")
@@ -219,7 +232,7 @@ def main() -> None:
     policies = ["fifo", *[p for p in args.policies if p != "fifo" and not p.startswith(PROFILE_PREFIX)], *profiles]
     if not args.no_noise:
         policies.append(NOISE)
-    family = FAMILY.model_dump(mode="json")
+    family = args.family.model_dump(mode="json")
     tasks = [{"family": family, "family_seed": args.family_seed + i, "seed": s, "policy": p, "days": args.days,
               "profile": profiles.get(p)} for i in range(args.workloads) for s in args.seeds for p in policies]
     started = time.perf_counter()

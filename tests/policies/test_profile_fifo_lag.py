@@ -150,6 +150,7 @@ def test_the_measured_loss_explains_a_passed_over_job_and_the_plug_in_bounds_it(
     assert jct(passed) > 20 * jct(first)
     assert passed.timings.lost_to_newer_s >= 0.8 * (jct(passed) - jct(first))
     _, promoted = run("propius", starvation_bound=False)
-    # With the default's rule it is promoted once its loss passes 26 % of its time (slowdown 1.35), within a round.
+    # With the default's rule it is promoted once its loss passes 26 % of its time (slowdown 1.35) and one round
+    # limit (100 s).
     assert jct(promoted) < 0.1 * jct(passed)
     assert promoted.timings.lost_to_newer_s <= (1 - 1 / 1.35) * jct(promoted) + 100.0
