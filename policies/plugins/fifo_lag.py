@@ -23,13 +23,13 @@ overloaded pool that the default lost its margin over IRS (docs/policies.md, "FI
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, ClassVar
 
 from pydantic import Field
 
 from policies.base import JobView, SchedulingContext
 from policies.plugins.base import PromotePlugin
+from policies.plugins.rounds import round_limit_s
 
 __all__ = ["FifoLag"]
 
@@ -39,11 +39,12 @@ class FifoLag(PromotePlugin):
     slowdown: Annotated[float, Field(gt=1.0)] = 1.35
 
     def promote(self, job: JobView, ctx: SchedulingContext) -> float | None:
-        if job.opened_at is None or math.isinf(job.deadline_at):
+        limit = round_limit_s(job)
+        if limit is None:
             return None
         lost = job.lost_to_newer_s + (max(0.0, ctx.now - job.fifo_filled_at) if job.fifo_filled_at is not None else 0.0)
         elapsed = ctx.now - job.registered_at
-        if lost <= job.deadline_at - job.opened_at:  # not yet a round limit: a young job's ratio is noise
+        if lost <= limit:  # not yet a round limit: a young job's ratio is noise
             return None
         if elapsed <= self.slowdown * (elapsed - lost):  # within slowdown x its FIFO pace
             return None

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 from policies.base import JobView, SchedulingContext
 
-__all__ = ["client_task_s", "expected_close"]
+__all__ = ["client_task_s", "expected_close", "round_limit_s"]
+
+
+def round_limit_s(job: JobView) -> float | None:
+    """The current round attempt's time limit (schedule + execution timeout, ``deadline_at - opened_at``), a
+    constant of the job's spec; None while no round is open or it has no deadline."""
+    if job.opened_at is None or math.isinf(job.deadline_at):
+        return None
+    return job.deadline_at - job.opened_at
 
 
 def expected_close(job: JobView, response_factor: float = 1.0) -> float | None:

@@ -25,13 +25,13 @@ once, which fails more rounds.
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, ClassVar
 
 from pydantic import Field
 
 from policies.base import JobView, SchedulingContext
 from policies.plugins.base import PromotePlugin
+from policies.plugins.rounds import round_limit_s
 
 __all__ = ["StarvationBound"]
 
@@ -42,9 +42,8 @@ class StarvationBound(PromotePlugin):
 
     def due_at(self, job: JobView) -> float | None:
         """When the job's current round is due; None when its round's time limit is not known."""
-        if job.opened_at is None or math.isinf(job.deadline_at):
-            return None
-        return job.registered_at + self.slowdown * (job.rounds_done + 1) * (job.deadline_at - job.opened_at)
+        limit = round_limit_s(job)
+        return None if limit is None else job.registered_at + self.slowdown * (job.rounds_done + 1) * limit
 
     def promote(self, job: JobView, ctx: SchedulingContext) -> float | None:
         due = self.due_at(job)
