@@ -26,6 +26,7 @@ from control_plane.scheduling.matching import offer_candidates, ranked_offers, s
 from control_plane.scheduling.ordering import order_open_rounds
 from control_plane.scheduling.state import ActiveJob, RoundState, job_view
 from control_plane.scheduling.tiers import Cut
+from control_plane.scheduling.wake import narrower_classes, sparing_narrower
 from policies import JobView, Policy, SchedulingContext
 from propius.config import Settings
 from propius.specs import AttributeValue, ClientProfile
@@ -131,13 +132,22 @@ class SchedulerView:
         return [(view, snap.states[view.job_id]) for view in chosen]
 
     def wake_key(self, job_id: str) -> Callable[[str], float] | None:
-        """The policy's wake order for the job's open round, over client ids; None: oldest first."""
-        view = next((view for view in self.snapshot().views if view.job_id == job_id), None)
+        """The policy's wake order for the job's open round, over client ids; None: oldest first. A client the
+        last supply estimate has not seen counts as needed by no narrower round."""
+        views = self.snapshot().views
+        view = next((view for view in views if view.job_id == job_id), None)
         score = None if view is None else self.policy.wake_key(view)
-        if score is None:
+        if view is None or score is None:
             return None
         estimate = self.observations.estimate
-        return lambda client_id: score(estimate(client_id))
+        key: Callable[[str], float] = lambda client_id: score(estimate(client_id))  # noqa: E731
+        penalty = self.policy.wake_narrower_penalty
+        narrower = narrower_classes(view, views) if penalty > 1.0 else frozenset()
+        if not narrower:
+            return key
+        eligible = self._eligible
+        return sparing_narrower(key, lambda client_id: not narrower.isdisjoint(eligible.get(client_id, ("", ()))[1]),
+                                penalty)
 
     def open_slots(self, job_id: str, round_: int, attempt: int) -> int:
         """Free bind slots of the job's round attempt, as far as events told (0 once it is over)."""

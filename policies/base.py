@@ -415,6 +415,19 @@ class Policy(ABC):
         return None
 
     @property
+    def wake_narrower_penalty(self) -> float:
+        """How many times slower a keyed wake (:meth:`wake_key`, a predicted task time) counts a waiter that
+        another open round of a smaller eligibility class still needs
+        (:func:`control_plane.scheduling.wake.sparing_narrower`).
+
+        Returns
+        -------
+        float
+            Default 1.0: no penalty.
+        """
+        return 1.0
+
+    @property
     def wants_fastest_fill(self) -> bool:
         """Whether the scheduler should estimate ``JobView.fastest_fill_at`` for the head of the order.
 

@@ -9,7 +9,7 @@ any policy; this class turns each call into the plug-ins' points (:mod:`policies
 - ``rank_for_client``: the client's eligible jobs (in the global order), promoted ones first; the rest split
   into groups by the ``partition`` plug-in (one group without one); each group's head dropped when a ``pin``
   plug-in keeps it from this client (a promoted job is never pinned); then every ``offer`` plug-in in turn.
-- ``wake_key``: the first ``wake`` plug-in's key.
+- ``wake_key``, ``wake_narrower_penalty``: the first ``wake`` plug-in's.
 """
 
 from __future__ import annotations
@@ -96,6 +96,10 @@ class ProfilePolicy(Policy):
 
     def wake_key(self, job: JobView) -> Callable[[ClientEstimate], float] | None:
         return next((key for p in self._wake if (key := p.wake_key(job)) is not None), None)
+
+    @property
+    def wake_narrower_penalty(self) -> float:
+        return next((p.wake_narrower_penalty for p in self._wake), 1.0)
 
     def _promoted(self, jobs: Sequence[JobView], ctx: SchedulingContext) -> tuple[list[JobView], list[JobView]]:
         """(the promoted jobs, lowest key first; the others, in the given order)."""

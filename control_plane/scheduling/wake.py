@@ -24,7 +24,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["WakeLedger", "WakeRule"]
+from policies import JobView
+
+__all__ = ["WakeLedger", "WakeRule", "narrower_classes", "sparing_narrower"]
 
 W = TypeVar("W")
 C = TypeVar("C", bound=Hashable)
@@ -46,6 +48,22 @@ class WakeRule:
         budget = self.budget(slots)
         oldest = list(itertools.islice(oldest_first, budget if key is None else self.scan * budget))
         return oldest if key is None else heapq.nsmallest(budget, oldest, key=key)
+
+
+def narrower_classes(job: JobView, views: Iterable[JobView]) -> frozenset[str]:
+    """The eligibility classes of the other open rounds with a free slot whose class has fewer clients than
+    ``job``'s: where the waiters of ``job``'s wake are scarcer."""
+    return frozenset(view.eligibility_key for view in views
+                     if view.open_slots > 0 and view.eligibility_key != job.eligibility_key
+                     and view.supply < job.supply)
+
+
+def sparing_narrower(key: Callable[[C], float], needed: Callable[[C], bool], penalty: float) -> Callable[[C], float]:
+    """``key`` (a predicted task time) with the waiters ``needed`` elsewhere (eligible for a
+    :func:`narrower_classes` round) counted ``penalty`` times slower: a policy's wake key ranks whom this round
+    wants, and a fast client a scarcer round needs is worth more there unless this round's others are much
+    slower."""
+    return lambda client: key(client) * penalty if needed(client) else key(client)
 
 
 class WakeLedger(Generic[C, A]):

@@ -160,6 +160,12 @@ class WakePlugin(Plugin):
 
     point: ClassVar[Point] = "wake"
 
+    @property
+    def wake_narrower_penalty(self) -> float:
+        """How many times slower its key counts a waiter a smaller class's open round still needs
+        (:attr:`policies.base.Policy.wake_narrower_penalty`); 1.0: no penalty."""
+        return 1.0
+
     @abstractmethod
     def wake_key(self, job: JobView) -> Callable[[ClientEstimate], float] | None:
         """A sort key over waiting clients (lowest woken first), or None for no opinion."""

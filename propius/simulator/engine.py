@@ -32,7 +32,7 @@ from control_plane.scheduling.ordering import order_open_rounds
 from control_plane.scheduling.rounds import retry_delay
 from control_plane.scheduling.state import ActiveJob
 from control_plane.scheduling.tiers import ClassTiers
-from control_plane.scheduling.wake import WakeLedger, WakeRule
+from control_plane.scheduling.wake import WakeLedger, WakeRule, narrower_classes, sparing_narrower
 from policies import JobView, Policy, SchedulingContext
 from propius.config import Settings
 from propius.simulator.jobs import SimJob
@@ -401,8 +401,16 @@ class Simulation:
         self._checking.update(released)
 
     def _wake(self, job: SimJob, slots: int) -> None:
-        score = self.policy.wake_key(self.view_of(job))
-        key = None if score is None else (lambda client: score(self.history.estimate(client)))
+        view = self.view_of(job)
+        score = self.policy.wake_key(view)
+        key: Callable[[int], float] | None = None
+        if score is not None:
+            key = lambda client: score(self.history.estimate(client))  # noqa: E731
+            penalty = self.policy.wake_narrower_penalty
+            if penalty > 1.0:
+                narrower = sum(1 << self.classes.index(k) for k in narrower_classes(view, self.ordered_views()))
+                if narrower:
+                    key = sparing_narrower(key, lambda client: bool(self.class_mask[client] & narrower), penalty)
         attempt = (job.index, job.token)
         woken = self.pool.wake(job.wake_bit, slots, key, self._woken.skip(attempt))
         self._woken.woke(job.index, attempt, woken)

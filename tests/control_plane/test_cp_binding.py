@@ -154,3 +154,27 @@ async def test_a_burst_of_unary_check_ins_is_served_whole(stubs):
     replies = await asyncio.gather(*(stubs.check_in(client_id) for client_id in client_ids), return_exceptions=True)
     assert [reply.code() for reply in replies if isinstance(reply, grpc.aio.AioRpcError)] == []
     assert {reply.client_id for reply in replies} == set(client_ids)
+
+
+async def test_a_broad_rounds_wake_spares_the_waiters_a_narrower_open_round_needs(plane, stubs, wait_for):
+    """Two open rounds: "narrow" admits cpu_f >= 7 (one of the two known clients), "broad" every client. The
+    default policy's wake key for the broad round counts the cpu_f-8 client, which the narrow round still
+    needs, 1.5x slower, so a cpu_f-2 client 1.2x slower goes first; the narrow round's own key ranks by speed."""
+    narrow, narrow_token = await stubs.register(name="narrow", demand=5, requirements={"public": {"cpu_f": {"min": 7}}})
+    broad, broad_token = await stubs.register(name="broad", demand=5)
+    history = plane.view.observations.history
+    for client, s_per_sample in (("fast", 1.0), ("slow", 1.2)):
+        history.delivered(client, 1.0, 30 * s_per_sample, 30, 1000.0)
+    await stubs.check_in("fast", cpu_f=8)
+    await stubs.check_in("slow", cpu_f=2)
+    await stubs.start_round(narrow, narrow_token)
+    await stubs.start_round(broad, broad_token)
+
+    async def spared() -> bool:
+        await plane.view.estimate_supply(3600.0)
+        key = plane.view.wake_key(broad)
+        return key is not None and key("fast") > key("slow")
+
+    await wait_for(spared, what="the broad round's wake key to spare the narrow round's client")
+    own = plane.view.wake_key(narrow)
+    assert own is not None and own("fast") < own("slow")

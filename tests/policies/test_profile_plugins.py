@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
+from control_plane.scheduling.wake import narrower_classes
 from policies import (
     ClientEstimate,
     IrsPolicy,
@@ -294,3 +297,24 @@ def test_speed_tiers_try_a_client_of_unknown_task_time_only_while_it_is_reliable
     # Missed twice, never delivered (prior 2 x 0.9: 1.8 / 4): not tried again on a pinned round.
     assert rank(composed(SpeedTiers(trial_reliability=0.5)), 0.45) == ["next"]
     assert rank(composed(SpeedTiers(trial_reliability=0.0)), 0.0) == ["head", "next"]
+
+
+def test_the_narrower_classes_are_the_other_open_rounds_of_smaller_classes(view: Callable[..., JobView]) -> None:
+    job = view("broad", eligibility_key="all", supply=100)
+    views = [
+        job,
+        view("narrow", eligibility_key="fast", supply=20),
+        view("narrow-full", eligibility_key="big-ram", supply=10, bound=13),  # no free slot: needs nobody
+        view("wider", eligibility_key="any-os", supply=300),
+        view("same", eligibility_key="all", supply=100),
+    ]
+    assert narrower_classes(job, views) == {"fast"}
+    assert narrower_classes(views[1], views) == set()
+
+
+def test_fastest_wake_counts_the_waiters_narrower_rounds_need_slower_unless_told_not_to() -> None:
+    assert FastestWake().wake_narrower_penalty == 1.5 and FastestWake(narrower_penalty=1.0).wake_narrower_penalty == 1.0
+    assert PropiusPolicy().wake_narrower_penalty == 1.5
+    assert load_policy("fifo").wake_narrower_penalty == 1.0 and load_policy("irs").wake_narrower_penalty == 1.0
+    with pytest.raises(ValueError, match="narrower_penalty"):
+        FastestWake(narrower_penalty=0.5)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from control_plane.scheduling.wake import WakeRule
+from control_plane.scheduling.wake import WakeRule, sparing_narrower
 from control_plane.waiters import WaitQueue
 from policies import load_policy
 from propius.simulator import PopulationModel, SimConfig, Simulation, Workload, make_population
 from propius.simulator.waitpool import WaitPool
+from propius.specs import Constraints
 
 STRICT, LOOSE = 0b01, 0b10  # class bits; a strict-class client is eligible for both
 
@@ -93,3 +94,33 @@ def test_the_live_queue_wakes_the_clients_the_simulator_wakes(tiny: Workload, da
         return done
 
     assert sorted(asyncio.run(live())) == sorted(simulated)
+
+
+def test_a_sparing_key_counts_the_waiters_a_narrower_round_needs_slower(wait_for) -> None:
+    """A loose round's wake, keyed by task time, penalty 2: a strict-class client (needed by an open strict
+    round) of 10 s counts 20 s, of 20 s counts 40 s; the live queue picks the same."""
+    pool = WaitPool(WakeRule(overwake=1.0))
+    task_s = {1: 90.0, 2: 10.0, 3: 60.0, 4: 20.0, 5: 30.0}
+    masks = {1: LOOSE, 2: STRICT | LOOSE, 3: LOOSE, 4: STRICT | LOOSE, 5: LOOSE}
+    for client, mask in masks.items():
+        pool.add(client, mask)
+    key = sparing_narrower(task_s.__getitem__, lambda client: bool(masks[client] & STRICT), 2.0)
+    assert pool.wake(LOOSE, 3, key) == [2, 5, 4]  # 20 (2), 30 (5), 40 (4); then 60 (3), 90 (1)
+    assert pool.wake(LOOSE, 2, key) == [3, 1]
+
+    queue = WaitQueue(WakeRule(overwake=1.0))
+
+    async def live() -> list[str]:
+        waits = [asyncio.create_task(queue.wait(str(c), {"strict": float(masks[c] & STRICT)}, 5.0)) for c in masks]
+
+        async def all_waiting() -> bool:
+            return len(queue) == len(masks)
+
+        await wait_for(all_waiting, what="every client to wait, in this order")
+        live_key = sparing_narrower(lambda c: task_s[int(c)], lambda c: bool(masks[int(c)] & STRICT), 2.0)
+        woken = queue.wake(Constraints(), 3, live_key)
+        for wait in waits:
+            wait.cancel()
+        return woken
+
+    assert asyncio.run(live()) == ["2", "5", "4"]
