@@ -26,7 +26,7 @@ from control_plane.scheduling.matching import offer_candidates, ranked_offers, s
 from control_plane.scheduling.ordering import order_open_rounds
 from control_plane.scheduling.state import ActiveJob, RoundState, job_view
 from control_plane.scheduling.tiers import Cut
-from control_plane.scheduling.wake import narrower_classes, sparing_narrower
+from control_plane.scheduling.wake import wake_order
 from policies import JobView, Policy, SchedulingContext
 from propius.config import Settings
 from propius.specs import AttributeValue, ClientProfile
@@ -140,14 +140,13 @@ class SchedulerView:
         if view is None or score is None:
             return None
         estimate = self.observations.estimate
-        key: Callable[[str], float] = lambda client_id: score(estimate(client_id))  # noqa: E731
-        penalty = self.policy.wake_narrower_penalty
-        narrower = narrower_classes(view, views) if penalty > 1.0 else frozenset()
-        if not narrower:
-            return key
         eligible = self._eligible
-        return sparing_narrower(key, lambda client_id: not narrower.isdisjoint(eligible.get(client_id, ("", ()))[1]),
-                                penalty)
+
+        def needed_by(classes: frozenset[str]) -> Callable[[str], bool]:
+            return lambda client_id: not classes.isdisjoint(eligible.get(client_id, ("", ()))[1])
+
+        return wake_order(lambda client_id: score(estimate(client_id)), view, lambda: views,
+                          self.policy.wake_narrower_penalty, needed_by)
 
     def open_slots(self, job_id: str, round_: int, attempt: int) -> int:
         """Free bind slots of the job's round attempt, as far as events told (0 once it is over)."""

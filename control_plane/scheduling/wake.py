@@ -26,7 +26,7 @@ from typing import Generic, TypeVar
 
 from policies import JobView
 
-__all__ = ["WakeLedger", "WakeRule", "narrower_classes", "sparing_narrower"]
+__all__ = ["WakeLedger", "WakeRule", "narrower_classes", "sparing_narrower", "wake_order"]
 
 W = TypeVar("W")
 C = TypeVar("C", bound=Hashable)
@@ -64,6 +64,18 @@ def sparing_narrower(key: Callable[[C], float], needed: Callable[[C], bool], pen
     wants, and a fast client a scarcer round needs is worth more there unless this round's others are much
     slower."""
     return lambda client: key(client) * penalty if needed(client) else key(client)
+
+
+def wake_order(
+    key: Callable[[C], float], job: JobView, views: Callable[[], Iterable[JobView]], penalty: float,
+    needed_by: Callable[[frozenset[str]], Callable[[C], bool]],
+) -> Callable[[C], float]:
+    """The wake order for ``job``'s round, both drivers': the policy's ``key``, with the waiters an open round of
+    a narrower class needs counted ``penalty`` times slower (:func:`sparing_narrower`) when the penalty is on and
+    such a round is open. ``views``: the open rounds, read only then; ``needed_by``: the driver's test of whether
+    a waiter is eligible for any of the given classes."""
+    narrower = narrower_classes(job, views()) if penalty > 1.0 else frozenset()
+    return sparing_narrower(key, needed_by(narrower), penalty) if narrower else key
 
 
 class WakeLedger(Generic[C, A]):

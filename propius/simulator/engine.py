@@ -32,7 +32,7 @@ from control_plane.scheduling.ordering import order_open_rounds
 from control_plane.scheduling.rounds import retry_delay
 from control_plane.scheduling.state import ActiveJob
 from control_plane.scheduling.tiers import ClassTiers
-from control_plane.scheduling.wake import WakeLedger, WakeRule, narrower_classes, sparing_narrower
+from control_plane.scheduling.wake import WakeLedger, WakeRule, wake_order
 from policies import JobView, Policy, SchedulingContext
 from propius.config import Settings
 from propius.simulator.jobs import SimJob
@@ -400,17 +400,17 @@ class Simulation:
             self._push(self.now, CHECKIN, client, -1)
         self._checking.update(released)
 
+    def _eligible_for_any(self, classes: frozenset[str]) -> Callable[[int], bool]:
+        """Whether a client is eligible for any of the eligibility ``classes``: one test of its class mask."""
+        mask = sum(1 << self.classes.index(key) for key in classes)
+        return lambda client: bool(self.class_mask[client] & mask)
+
     def _wake(self, job: SimJob, slots: int) -> None:
         view = self.view_of(job)
         score = self.policy.wake_key(view)
-        key: Callable[[int], float] | None = None
-        if score is not None:
-            key = lambda client: score(self.history.estimate(client))  # noqa: E731
-            penalty = self.policy.wake_narrower_penalty
-            if penalty > 1.0:
-                narrower = sum(1 << self.classes.index(k) for k in narrower_classes(view, self.ordered_views()))
-                if narrower:
-                    key = sparing_narrower(key, lambda client: bool(self.class_mask[client] & narrower), penalty)
+        key = None if score is None else wake_order(lambda client: score(self.history.estimate(client)), view,
+                                                     self.ordered_views, self.policy.wake_narrower_penalty,
+                                                     self._eligible_for_any)
         attempt = (job.index, job.token)
         woken = self.pool.wake(job.wake_bit, slots, key, self._woken.skip(attempt))
         self._woken.woke(job.index, attempt, woken)
