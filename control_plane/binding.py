@@ -24,7 +24,7 @@ from control_plane.journal import Journal
 from control_plane.metrics import Metrics
 from control_plane.scheduling.rounds import retry_delay
 from control_plane.scheduling.state import ActiveJob, RoundState
-from control_plane.scheduling.wake import WakeLedger
+from control_plane.scheduling.wake import WakeLedger, WakeRule
 from control_plane.waiters import WaitQueue
 from policies import JobView
 from propius.config import Settings
@@ -99,7 +99,7 @@ class Binder:
         self._journal = journal
         self._bus = bus
         self._metrics = metrics
-        self.waiting = WaitQueue()
+        self.waiting = WaitQueue(WakeRule(scan_floor=settings.wake_scan_floor))
         self._woken: WakeLedger[str, tuple[str, int, int]] = WakeLedger()  # attempt: (job, round, attempt)
         self._background: set[asyncio.Task[None]] = set()
         metrics.waiting.set_function(lambda: len(self.waiting))
@@ -122,6 +122,7 @@ class Binder:
             if not await self.waiting.wait(profile.client_id, attributes, remaining):
                 break
             offers = self._offers(profile.client_id, attributes, max_offers)
+        self._woken.offered(profile.client_id, (offer.job.job_id for offer in offers))
         token = await self._hot.check_in(
             profile, time.time(), self._session_ttl_s, [(offer.offer_id, offer.state) for offer in offers],
             self._settings.offer_ttl_s,
@@ -222,6 +223,8 @@ class Binder:
         self._scheduler.on_event(event)  # first: a client woken for this event must see what it changed
         if event.kind in ("round_closed", "round_failed"):
             self._woken.ended((event.job_id, event.round, event.attempt))
+        elif event.kind in ("job_completed", "job_cancelled"):
+            self._woken.job_done(event.job_id)
         if event.slots <= 0 or not self.waiting:  # nobody to wake: skip the wake order too
             return
         job = self._jobs.cached(event.job_id)
@@ -242,16 +245,20 @@ class Binder:
     def _wake(self, job: ActiveJob, round_: int, attempt: int, slots: int) -> None:
         """Wake waiters for ``slots`` of the round attempt, none it woke before (:class:`WakeLedger`)."""
         key = (job.job_id, round_, attempt)
-        woken = self.waiting.wake(job.spec.requirements.public, slots, self._scheduler.wake_key(job.job_id),
-                                  self._woken.skip(key))
+        order = self._scheduler.wake_key(job.job_id)
+        woken = self.waiting.wake(job.spec.requirements.public, slots,
+                                  None if order is None else self._woken.rank(job.job_id, order), self._woken.skip(key))
         self._woken.woke(job.job_id, key, woken)
 
     def _settled(self, client_id: str, took: tuple[str, int, int] | None) -> None:
         """A woken client checked in again or bound (to ``took``): if it left the round it was woken for with
-        a free slot, that round wakes another waiter."""
+        a free slot, the round wakes another waiter; if it took nothing, it may have declined that job
+        (:meth:`WakeLedger.declined`: if it was offered it)."""
         missed = self._woken.settled(client_id, took)
-        if missed is None or not self.waiting:
+        if missed is None or self._scheduler.open_slots(*missed) <= 0:
             return
+        if took is None:
+            self._woken.declined(client_id, missed)
         job = self._jobs.cached(missed[0])
-        if job is not None and self._scheduler.open_slots(*missed) > 0:
+        if job is not None and self.waiting:
             self._wake(job, missed[1], missed[2], 1)

@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     fill_period_s: float = Field(default=5.0, gt=0, description="the head job's fastest-fill estimate is "
                                                                "recomputed this often (a pass over clients)")
     speed_tiers: int = Field(default=3, ge=1, description="client speed tiers the policies may use")
+    wake_scan_floor: int = Field(default=4096, ge=0, description="a keyed wake (the fastest waiters first) ranks "
+                                 "at least this many of the oldest eligible waiters: the cost of a wake against "
+                                 "how far into the queue it finds fast clients")
 
     chunk_bytes: int = Field(default=1 << 20, ge=1 << 12)
     max_model_bytes: int = Field(default=2 << 30, ge=1)

@@ -62,7 +62,7 @@ class SimConfig:
     seed: int = 0  # policies' ctx.seed and the client-side random choices
     lease_s: float = _live("lease_s")  # a dropped client's slot is freed this long after it vanished
     max_offers: int = _live("max_offers")
-    wake: WakeRule = WakeRule()
+    wake: WakeRule = WakeRule(scan_floor=_live("wake_scan_floor"))
     # Supply and speed-tier estimates are refreshed this often. Live it is every 5 s; the simulator
     # re-counts its whole population at each refresh, so it does it every 30 s to keep 100k-client
     # runs fast (the published benchmark tables use 30 s). The per-class tiers, a pass over the online
@@ -302,6 +302,7 @@ class Simulation:
 
     def _check_in(self, client: int) -> None:
         job, ranked = self.selection.choose(self, client, self.now)
+        self._woken.offered(client, (self.by_id[view.job_id].index for view in ranked[:self.max_offers]))
         if job is not None:
             self._pass_over(job, ranked)
             self._bind(client, job)
@@ -316,6 +317,8 @@ class Simulation:
         if missed is not None:  # woken for another round and did not take it: that round wakes one more
             other = self.jobs[missed[0]]
             if other.state == "open" and other.token == missed[1] and other.open_slots > 0:
+                if job is None:
+                    self._woken.declined(client, missed)
                 self._wake(other, 1)
 
     def _pass_over(self, job: SimJob, ranked: Sequence[JobView]) -> None:
@@ -394,6 +397,7 @@ class Simulation:
         if job.state == "done":
             job.busy_at_finish, job.useful_at_finish = self.busy_s, self.useful_s
             self.remaining -= 1
+            self._woken.job_done(job.index)
         else:
             self._open(job)
         for client in released:
@@ -408,9 +412,9 @@ class Simulation:
     def _wake(self, job: SimJob, slots: int) -> None:
         view = self.view_of(job)
         score = self.policy.wake_key(view)
-        key = None if score is None else wake_order(lambda client: score(self.history.estimate(client)), view,
-                                                     self.ordered_views, self.policy.wake_narrower_penalty,
-                                                     self._eligible_for_any)
+        key = None if score is None else self._woken.rank(job.index, wake_order(
+            lambda client: score(self.history.estimate(client)), view, self.ordered_views,
+            self.policy.wake_narrower_penalty, self._eligible_for_any))
         attempt = (job.index, job.token)
         woken = self.pool.wake(job.wake_bit, slots, key, self._woken.skip(attempt))
         self._woken.woke(job.index, attempt, woken)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import grpc
@@ -145,6 +146,8 @@ async def test_a_woken_client_that_declines_hands_its_slot_to_a_waiter_not_woken
     slow = await asyncio.wait_for(polls["slow"], 3.0)
     assert [offer.job_id for offer in slow.offers] == [job_id]
     assert len(plane.binder.waiting) == 0
+    order = plane.binder._woken.rank(job_id, plane.view.wake_key(job_id))  # the job's later wakes: decliners last
+    assert order("slow") < order("fast") == order("mid") == math.inf
 
 
 async def test_a_burst_of_unary_check_ins_is_served_whole(stubs):

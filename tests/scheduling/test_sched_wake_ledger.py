@@ -1,7 +1,10 @@
 """The wake ledger (control_plane.scheduling.wake.WakeLedger): a woken client that leaves the round it was woken
-for makes that round wake another, never one it woke before; what it keeps is bounded by what is open."""
+for makes that round wake another, never one it woke before, and the job's later keyed wakes rank it last; what it
+keeps is bounded by what is open."""
 
 from __future__ import annotations
+
+import math
 
 from control_plane.scheduling.wake import WakeLedger
 
@@ -37,3 +40,45 @@ def test_an_ended_attempt_and_a_job_s_older_attempts_are_forgotten() -> None:
     ledger.ended(OTHER)
     assert ledger.skip(R1) == frozenset() and ledger.settled("c", None) is None and ledger.settled("b", None) is None
     assert not (ledger._woken or ledger._woken_for or ledger._job_of or ledger._latest)  # nothing kept
+
+
+def test_a_decliner_ranks_last_in_the_job_s_later_wakes_until_the_job_is_done() -> None:
+    ledger: WakeLedger[str, tuple[str, int, int]] = WakeLedger()
+    task_s = {"a": 10.0, "b": 20.0, "c": 30.0}
+    ledger.woke("job", R0, ["a", "b"])
+    ledger.woke("other", OTHER, ["c"])
+    ledger.offered("a", ["other", "job"])  # woken for R0, offered its job (and another)
+    ledger.offered("c", ["job"])  # woken for OTHER, not offered that job: no decline to count
+    assert ledger.settled("a", None) == R0
+    ledger.declined("a", R0)  # took nothing, and the driver saw R0 still had a free slot
+    assert ledger.rank("other", task_s.__getitem__)("a") == 10.0  # another job's wakes are unchanged
+    ledger.woke("job", R1, ["b"])  # the retry: R0 is over, a's decline is not
+    key = ledger.rank("job", task_s.__getitem__)
+    assert (key("a"), key("b"), key("c")) == (math.inf, 20.0, 30.0)
+    assert ledger.settled("c", None) == OTHER
+    ledger.declined("c", OTHER)  # never offered OTHER's job (an offer rule kept it away): not a decliner
+    assert ledger.rank("other", task_s.__getitem__)("c") == 30.0
+    ledger.job_done("job")
+    assert ledger.rank("job", task_s.__getitem__)("a") == 10.0
+    ledger.offered("b", ["job"])
+    ledger.ended(R1)
+    ledger.declined("b", R1)  # an attempt already ended: nothing to rank
+    assert ledger.rank("job", task_s.__getitem__)("b") == 20.0
+
+
+def test_a_job_keeps_only_its_latest_decliners() -> None:
+    ledger: WakeLedger[str, tuple[str, int, int]] = WakeLedger(declined_cap=2)
+    ledger.woke("job", R0, ["a", "b", "c"])
+    for client in ("a", "b", "c"):
+        ledger.offered(client, ["job"])
+        assert ledger.settled(client, None) == R0
+        ledger.declined(client, R0)
+    key = ledger.rank("job", lambda client: 1.0)
+    assert [key(client) for client in ("a", "b", "c")] == [1.0, math.inf, math.inf]
+    ledger.job_done("job")
+    ledger.ended(R0)
+    ledger.woke("job", R1, ["d"])
+    ledger.offered("d", ["job"])
+    ledger.ended(R1)
+    assert not (ledger._woken or ledger._woken_for or ledger._job_of or ledger._latest or ledger._declined
+                or ledger._offered)

@@ -34,12 +34,23 @@ def test_a_wake_key_picks_the_lowest_keys_and_the_oldest_among_equals() -> None:
 
 
 def test_a_keyed_wake_ranks_only_the_oldest_scan_x_budget() -> None:
-    pool = WaitPool(WakeRule(overwake=1.0, scan=2))
+    pool = WaitPool(WakeRule(overwake=1.0, scan=2, scan_floor=0))
     task_s = {1: 40.0, 2: 30.0, 3: 20.0, 4: 10.0}
     for client in task_s:
         pool.add(client, LOOSE)
     assert pool.wake(LOOSE, 1, task_s.__getitem__) == [2]  # the faster of the two oldest
     assert pool.wake(LOOSE, 2, task_s.__getitem__) == [4, 3]  # scan 4: all that are left, fastest first
+
+
+def test_a_small_keyed_wake_after_a_large_one_still_ranks_the_scan_floor() -> None:
+    """scan 2, floor 6: a 3-slot wake ranks the 6 oldest and takes the fastest 3; a 1-slot wake after it
+    ranks the next 6 oldest, not only the 2 at the head that the large wake left (the slow ones)."""
+    pool = WaitPool(WakeRule(overwake=1.0, scan=2, scan_floor=6))
+    task_s = {1: 90.0, 2: 10.0, 3: 80.0, 4: 20.0, 5: 70.0, 6: 30.0, 7: 60.0, 8: 50.0, 9: 15.0}
+    for client in task_s:
+        pool.add(client, LOOSE)
+    assert pool.wake(LOOSE, 3, task_s.__getitem__) == [2, 4, 6]  # of 1-6
+    assert pool.wake(LOOSE, 1, task_s.__getitem__) == [9]  # of 1, 3, 5, 7, 8, 9; scan 2 alone: 3 (of 1, 3)
 
 
 def test_a_wake_passes_over_the_clients_it_is_told_to_skip() -> None:
@@ -69,9 +80,9 @@ def test_the_live_queue_wakes_the_clients_the_simulator_wakes(tiny: Workload, da
     for client in waiting:
         pool.add(client, sim.class_mask[client])
     simulated = pool.wake(job.wake_bit, 5, keys.__getitem__)
-    # Budget overwake 2 x 5 slots = 10, ranked among the scan 8 x 10 = 80 oldest eligible waiters.
-    assert len(eligible) > 80
-    assert simulated == sorted(eligible[:80], key=lambda c: (keys[c], waiting.index(c)))[:10]
+    # Budget overwake 2 x 5 slots = 10, ranked among every eligible waiter (fewer than the scan floor).
+    assert len(eligible) < WakeRule().scan_floor
+    assert simulated == sorted(eligible, key=lambda c: (keys[c], waiting.index(c)))[:10]
 
     async def live() -> list[int]:
         queue = WaitQueue()
