@@ -145,7 +145,7 @@ class WakeLedger(Generic[C, A]):
         nothing while the attempt had a free slot: the job's later keyed wakes rank it last. Not a decliner: a
         client that took another job's round (the order put that round first for it), or that was not offered
         this one (an offer rule kept it away, as `doom_guard` does from a round that cannot fill in time);
-        counting those ranked fast clients last for good (policy-20jobs, seed 1: 3-4 % longer average JCT)."""
+        counting those ranked fast clients last for good (policy-20jobs, seed 1: 2-4 % longer average JCT)."""
         job = self._job_of.get(attempt)
         if job is None or self._offered.pop(client, None) != attempt:
             return
