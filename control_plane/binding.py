@@ -252,13 +252,12 @@ class Binder:
 
     def _settled(self, client_id: str, took: tuple[str, int, int] | None) -> None:
         """A woken client checked in again or bound (to ``took``): if it left the round it was woken for with
-        a free slot, the round wakes another waiter; if it took nothing, it may have declined that job
-        (:meth:`WakeLedger.declined`: if it was offered it)."""
+        a free slot, the round wakes another waiter, and the ledger notes whether it declined that job
+        (:meth:`WakeLedger.declined`)."""
         missed = self._woken.settled(client_id, took)
         if missed is None or self._scheduler.open_slots(*missed) <= 0:
             return
-        if took is None:
-            self._woken.declined(client_id, missed)
+        self._woken.declined(client_id, missed)
         job = self._jobs.cached(missed[0])
         if job is not None and self.waiting:
             self._wake(job, missed[1], missed[2], 1)

@@ -128,24 +128,24 @@ class WakeLedger(Generic[C, A]):
         """``client`` checked in again or bound (to ``took``; None: to nothing). The attempt it was woken for
         when it did not take that one: that attempt should wake another client, if it still has a free slot."""
         woken = self._woken_for.pop(client, None)
-        if woken is None or woken == took:
+        if woken is None or took is not None:  # took nothing or something else: only the former can decline
             self._offered.pop(client, None)
-            return None
-        return woken
+        return woken if woken is not None and woken != took else None
 
     def offered(self, client: C, jobs: Iterable[Hashable]) -> None:
         """The woken ``client`` was offered the rounds of ``jobs``; whether the job it was woken for was among them
         decides, once it settles, whether it declined that job (:meth:`declined`)."""
         attempt = self._woken_for.get(client)
-        if attempt is not None and self._job_of.get(attempt) in set(jobs):
+        if attempt is not None and self._job_of.get(attempt) in jobs:
             self._offered[client] = attempt
 
     def declined(self, client: C, attempt: A) -> None:
-        """``client``, woken for ``attempt`` and offered its job (:meth:`offered`), came back having taken
-        nothing while the attempt had a free slot: the job's later keyed wakes rank it last. Not a decliner: a
-        client that took another job's round (the order put that round first for it), or that was not offered
-        this one (an offer rule kept it away, as `doom_guard` does from a round that cannot fill in time);
-        counting those ranked fast clients last for good (policy-20jobs, seed 1: 2-4 % longer average JCT)."""
+        """``client`` settled without ``attempt`` (:meth:`settled`) while the attempt had a free slot. If it was
+        offered the attempt's job (:meth:`offered`) and took nothing, it declined the job: the job's later keyed
+        wakes rank it last. Not a decliner: a client that took another job's round (the order put that round
+        first for it), or that was not offered this one (an offer rule kept it away, as `doom_guard` does from a
+        round that cannot fill in time); counting those ranked fast clients last for good (policy-20jobs, seed
+        1: 2-4 % longer average JCT)."""
         job = self._job_of.get(attempt)
         if job is None or self._offered.pop(client, None) != attempt:
             return

@@ -317,8 +317,7 @@ class Simulation:
         if missed is not None:  # woken for another round and did not take it: that round wakes one more
             other = self.jobs[missed[0]]
             if other.state == "open" and other.token == missed[1] and other.open_slots > 0:
-                if job is None:
-                    self._woken.declined(client, missed)
+                self._woken.declined(client, missed)
                 self._wake(other, 1)
 
     def _pass_over(self, job: SimJob, ranked: Sequence[JobView]) -> None:
