@@ -3,6 +3,10 @@
 This is what makes binding event-driven: a round start or a freed slot wakes just enough eligible
 waiters (:class:`~control_plane.scheduling.wake.WakeRule`) instead of every client polling on a fixed
 interval.
+
+A keyed wake looks at thousands of waiters (``WakeRule.scan_floor``), so each waiter remembers whether each
+class it was tested against admits it: its attributes do not change while it waits, and testing the
+constraints again at every wake took most of the wake's time (``benchmarks/wake_cost.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from control_plane.scheduling.wake import WakeRule
 from propius.specs import AttributeValue, Constraints
@@ -24,6 +28,13 @@ class _Waiter:
     client_id: str
     attributes: dict[str, AttributeValue]
     future: asyncio.Future[None]
+    eligible: dict[str, bool] = field(default_factory=dict)  # eligibility class -> admitted, tested once each
+
+    def admitted(self, eligibility_key: str, constraints: Constraints) -> bool:
+        known = self.eligible.get(eligibility_key)
+        if known is None:
+            known = self.eligible[eligibility_key] = constraints.admits(self.attributes)
+        return known
 
 
 class WaitQueue:
@@ -59,9 +70,11 @@ class WaitQueue:
              skip: AbstractSet[str] = frozenset()) -> list[str]:
         """Wake the waiters :class:`WakeRule` picks among those ``constraints`` admit, ``skip`` left out,
         ``key`` ranking client ids; the client ids woken."""
+        eligibility_key = constraints.to_json()
         eligible = (
             (ticket, waiter) for ticket, waiter in self._waiters.items()
-            if not waiter.future.done() and waiter.client_id not in skip and constraints.admits(waiter.attributes)
+            if not waiter.future.done() and waiter.client_id not in skip
+            and waiter.admitted(eligibility_key, constraints)
         )
         chosen = self._rule.choose(eligible, slots, None if key is None else lambda item: key(item[1].client_id))
         for ticket, waiter in chosen:
