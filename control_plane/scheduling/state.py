@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from policies import JobView
 from propius.specs import JobSpec
@@ -108,8 +109,9 @@ class RoundState:
         )
 
 
-def job_view(job: ActiveJob, state: RoundState, supply: int) -> JobView:
-    """What a policy sees of ``job`` and its round ``state``, with ``supply`` clients in its class."""
+def job_view(job: ActiveJob, state: RoundState, supply: int, **observed: Any) -> JobView:
+    """What a policy sees of ``job`` and its round ``state``, with ``supply`` clients in its class and the
+    ``observed`` fields a driver tracks (:class:`~policies.JobView`'s optional ones)."""
     spec = job.spec
     return JobView(
         job_id=job.job_id, name=spec.name, owner=spec.owner, registered_at=job.registered_at,
@@ -117,5 +119,5 @@ def job_view(job: ActiveJob, state: RoundState, supply: int) -> JobView:
         results=state.results, rounds_total=spec.rounds, rounds_done=job.rounds_done,
         eligibility_key=job.eligibility_key, public=spec.requirements.public, supply=supply,
         work_samples=spec.task.work_samples, execution_timeout_s=spec.execution_timeout_s,
-        deadline_at=state.deadline_at, opened_at=state.started_at,
+        deadline_at=state.deadline_at, opened_at=state.started_at, **observed,
     )

@@ -55,14 +55,17 @@ class WakeRule:
         """Waiters to wake for ``slots`` free slots: ``overwake`` each, at least one."""
         return max(1, int(slots * self.overwake)) if slots > 0 else 0
 
+    def looks_at(self, slots: int, keyed: bool) -> int:
+        """How many of the oldest eligible waiters a wake of ``slots`` considers: ``budget``, or with a key
+        ``max(scan x budget, scan_floor)``."""
+        budget = self.budget(slots)
+        return max(self.scan * budget, self.scan_floor) if keyed and budget else budget
+
     def choose(self, oldest_first: Iterable[W], slots: int, key: Callable[[W], float] | None = None) -> list[W]:
         """The waiters to wake, from the eligible ones in arrival order: the oldest ``budget``, or the
-        ``budget`` lowest ``key`` among the ``max(scan x budget, scan_floor)`` oldest (the oldest among equal
-        keys)."""
-        budget = self.budget(slots)
-        ranked = max(self.scan * budget, self.scan_floor)
-        oldest = list(itertools.islice(oldest_first, budget if key is None else ranked))
-        return oldest if key is None else heapq.nsmallest(budget, oldest, key=key)
+        ``budget`` lowest ``key`` among the :meth:`looks_at` oldest (the oldest among equal keys)."""
+        oldest = list(itertools.islice(oldest_first, self.looks_at(slots, key is not None)))
+        return oldest if key is None else heapq.nsmallest(self.budget(slots), oldest, key=key)
 
 
 def narrower_classes(job: JobView, views: Iterable[JobView]) -> frozenset[str]:

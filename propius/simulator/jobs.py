@@ -118,8 +118,8 @@ class SimJob:
         """``job_view(self.active, self.round_state(), supply)`` plus the observations the simulator tracks."""
         if self.view is None:
             lost, fifo_filled = view_fields(self.timings.lost_to_newer_s, self.current)
-            self.view = dataclasses.replace(
-                job_view(self.active, self.round_state(), supply), model_size_kbit=self.workload.model_size_kbit,
+            self.view = job_view(
+                self.active, self.round_state(), supply, model_size_kbit=self.workload.model_size_kbit,
                 expected_results=self.current.expected, recent_schedule_s=self.timings.recent_schedule_s,
                 recent_response_s=self.timings.recent_response_s, fast_task_s=fast_task_s,
                 lost_to_newer_s=lost, fifo_filled_at=fifo_filled,
