@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from control_plane.scheduling.wake import WakeRule, sparing_narrower
 from control_plane.waiters import WaitQueue
 from policies import load_policy
@@ -135,3 +138,31 @@ def test_a_sparing_key_counts_the_waiters_a_narrower_round_needs_slower(wait_for
         return woken
 
     assert asyncio.run(live()) == ["2", "5", "4"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    clients=st.permutations(range(40)), masks=st.lists(st.integers(1, 7), min_size=40, max_size=40),
+    wakes=st.lists(st.tuples(st.integers(1, 7), st.integers(0, 6), st.booleans(), st.integers(0, 4)), max_size=6),
+    scan=st.integers(1, 3), floor=st.sampled_from([0, 0, 4, 12]),
+)
+def test_a_wake_picks_what_the_rule_picks_over_every_eligible_waiter_in_arrival_order(
+    clients: list[int], masks: list[int], wakes: list[tuple[int, int, bool, int]], scan: int, floor: int,
+) -> None:
+    """Against the rule applied to the whole queue, oldest first: the pool's wake reads only the heads of its
+    per-mask queues, and must come to the same waiters, whoever it is told to skip."""
+    rule = WakeRule(overwake=1.0, scan=scan, scan_floor=floor)
+    pool = WaitPool(rule)
+    waiters = list(zip(clients, masks, strict=True))
+    queue = list(waiters)  # (client, mask), arrival order
+    for client, mask in waiters:
+        pool.add(client, mask)
+    task_s = {client: float((client * 7) % 5) for client, _ in waiters}  # ties, broken by arrival
+    for bit, slots, keyed, skip_every in wakes:
+        skip = frozenset(client for client, _ in queue if skip_every and client % skip_every == 0)
+        key = task_s.__getitem__ if keyed else None
+        eligible = [client for client, mask in queue if mask & bit and client not in skip]
+        expected = rule.choose(eligible, slots, key)
+        assert pool.wake(bit, slots, key, skip) == expected
+        queue = [(client, mask) for client, mask in queue if client not in expected]
+    assert len(pool) == len(queue)
