@@ -70,7 +70,7 @@ async def measure(waiters: int, floor: int, wakes: int, seed: int) -> list[float
     seconds = []
     for attempt in range(wakes):
         started = time.perf_counter()
-        woken = queue.wake(public, 1, key, ledger.skip(("job", attempt)))
+        woken = queue.wake(view.eligibility_key, public, 1, key, ledger.skip(("job", attempt)))
         seconds.append(time.perf_counter() - started)
         for client in woken:
             waiting.add(asyncio.create_task(queue.wait(client, attributes[client], 3600.0)))

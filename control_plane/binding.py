@@ -246,7 +246,7 @@ class Binder:
         """Wake waiters for ``slots`` of the round attempt, none it woke before (:class:`WakeLedger`)."""
         key = (job.job_id, round_, attempt)
         order = self._scheduler.wake_key(job.job_id)
-        woken = self.waiting.wake(job.spec.requirements.public, slots,
+        woken = self.waiting.wake(job.eligibility_key, job.spec.requirements.public, slots,
                                   None if order is None else self._woken.rank(job.job_id, order), self._woken.skip(key))
         self._woken.woke(job.job_id, key, woken)
 

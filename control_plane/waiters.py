@@ -38,7 +38,7 @@ class _Waiter:
 
 
 class WaitQueue:
-    """FIFO of waiting clients; ``wake(constraints, n)`` resolves up to ``n`` eligible waiters."""
+    """FIFO of waiting clients; ``wake(class, constraints, n)`` resolves up to ``n`` eligible waiters."""
 
     def __init__(self, rule: WakeRule | None = None) -> None:
         self._waiters: OrderedDict[int, _Waiter] = OrderedDict()
@@ -66,11 +66,11 @@ class WaitQueue:
         finally:
             self._waiters.pop(ticket, None)
 
-    def wake(self, constraints: Constraints, slots: int, key: Callable[[str], float] | None = None,
-             skip: AbstractSet[str] = frozenset()) -> list[str]:
-        """Wake the waiters :class:`WakeRule` picks among those ``constraints`` admit, ``skip`` left out,
-        ``key`` ranking client ids; the client ids woken."""
-        eligibility_key = constraints.to_json()
+    def wake(self, eligibility_key: str, constraints: Constraints, slots: int,
+             key: Callable[[str], float] | None = None, skip: AbstractSet[str] = frozenset()) -> list[str]:
+        """Wake the waiters :class:`WakeRule` picks among those ``constraints`` admit (the class named
+        ``eligibility_key``, :meth:`~propius.specs.Requirements.eligibility_key`), ``skip`` left out, ``key``
+        ranking client ids; the client ids woken."""
         eligible = (
             (ticket, waiter) for ticket, waiter in self._waiters.items()
             if not waiter.future.done() and waiter.client_id not in skip

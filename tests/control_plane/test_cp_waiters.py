@@ -24,13 +24,16 @@ def test_each_class_wakes_only_the_waiters_it_admits_however_often_it_is_tested(
         def big() -> Constraints:  # an equal class, built anew for each wake
             return Constraints.model_validate({"ram": {"min": 6}})
 
+        def wake(constraints: Constraints, slots: int) -> list[str]:
+            return queue.wake(constraints.to_json(), constraints, slots)
+
         small = Constraints.model_validate({"ram": {"max": 4}})
         woken = [
-            queue.wake(big(), 1),  # b: the oldest with 6 GB or more
-            queue.wake(small, 1),  # a: tested against this class for the first time
-            queue.wake(big(), 5),  # d, f: the others of the class; a, c, e stay remembered as refused
-            queue.wake(small, 5),  # c, e: what is left of it
-            queue.wake(big(), 5),  # nobody is left
+            wake(big(), 1),  # b: the oldest with 6 GB or more
+            wake(small, 1),  # a: tested against this class for the first time
+            wake(big(), 5),  # d, f: the others of the class; a, c, e stay remembered as refused
+            wake(small, 5),  # c, e: what is left of it
+            wake(big(), 5),  # nobody is left
         ]
         for wait in waits:
             wait.cancel()

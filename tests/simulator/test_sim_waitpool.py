@@ -95,7 +95,7 @@ def test_the_live_queue_wakes_the_clients_the_simulator_wakes(tiny: Workload, da
             return len(queue) == len(waiting)
 
         await wait_for(all_waiting, what="every client to wait, in this order")
-        woken = queue.wake(job.spec.requirements.public, 5, lambda client_id: keys[int(client_id)])
+        woken = queue.wake(job.key, job.spec.requirements.public, 5, lambda client_id: keys[int(client_id)])
 
         async def woken_returned() -> bool:
             return sum(wait.done() for wait in waits.values()) >= len(woken)
@@ -132,7 +132,7 @@ def test_a_sparing_key_counts_the_waiters_a_narrower_round_needs_slower(wait_for
 
         await wait_for(all_waiting, what="every client to wait, in this order")
         live_key = sparing_narrower(lambda c: task_s[int(c)], lambda c: bool(masks[int(c)] & STRICT), 2.0)
-        woken = queue.wake(Constraints(), 3, live_key)
+        woken = queue.wake(Constraints().to_json(), Constraints(), 3, live_key)
         for wait in waits:
             wait.cancel()
         return woken
