@@ -40,7 +40,7 @@ WORK_SAMPLES = 600.0  # sample passes per task (10 local steps x 3 x batch 20)
 MODEL_KBIT = 20_000.0
 
 
-def job_view(public: Constraints) -> JobView:
+def benchmark_view(public: Constraints) -> JobView:
     return JobView(
         job_id="job", name="job", owner="bench", registered_at=0.0, priority=0.0, demand=10, target=13, bound=0,
         results=0, rounds_total=50, rounds_done=0, eligibility_key=public.to_json(), public=public, supply=1000,
@@ -60,7 +60,7 @@ async def measure(waiters: int, floor: int, wakes: int, seed: int) -> list[float
         if rng.random() < 0.9:
             history.delivered(client, rng.uniform(1.0, 30.0), rng.uniform(5.0, 120.0), WORK_SAMPLES, MODEL_KBIT)
     public = Constraints.model_validate({"ram": {"min": 4}})
-    view = job_view(public)
+    view = benchmark_view(public)
     score = fastest_first(view)
     ledger: WakeLedger[str, tuple[str, int]] = WakeLedger()
     key = ledger.rank("job", wake_order(lambda client: score(history.estimate(client)), view, lambda: [view],
