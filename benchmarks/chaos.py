@@ -424,7 +424,7 @@ async def run_chaos(config: ChaosConfig, work: Path) -> ChaosReport:
             if task in unfinished:
                 run.error = f"did not finish within {config.run_timeout_s:.0f} s ({len(run.rounds)} rounds done)"
         report.driver_errors = [f"{run.name}: {run.error}" for run in runs if run.error]
-        await asyncio.sleep(3 * config.lease_s + 1)  # the plane's write-behind journal flushes meanwhile
+        await _settled(cluster, config.recovery_timeout_s)
         _audit(cluster, specs, runs, report)
     finally:
         cluster.close()  # not in a thread: a cancelled run must still clean up before it returns
@@ -439,6 +439,32 @@ def _phase(report: ChaosReport, at: float) -> FaultReport | None:
         if at >= fault.injected_at:
             current = fault
     return current
+
+
+def _unsettled(cluster: Cluster) -> bool:
+    """Whether the durable store still lags the run: a live job, an open round, a bound binding, or an
+    update a device saw accepted with no completed binding (the plane's write-behind journal not yet flushed)."""
+    engine = sa.create_engine(cluster.database_url(through_proxy=False))
+    try:
+        with engine.connect() as db:
+            live = db.execute(sa.text(
+                "SELECT (SELECT count(*) FROM jobs WHERE state NOT IN ('completed', 'cancelled'))"
+                " + (SELECT count(*) FROM rounds WHERE state = 'open')"
+                " + (SELECT count(*) FROM bindings WHERE outcome = 'bound')")).scalar_one()
+            completed = {tuple(row) for row in db.execute(
+                sa.text("SELECT client_id, job_id, round FROM bindings WHERE outcome = 'completed'"))}
+    finally:
+        engine.dispose()
+    return bool(live) or any((device, job_id, round_) not in completed
+                             for _, device, job_id, round_ in cluster.uploads())
+
+
+async def _settled(cluster: Cluster, timeout_s: float) -> None:
+    """Wait until the durable store has caught up with the run (:func:`_unsettled`), for at most ``timeout_s``:
+    the audit then counts whatever is still missing as lost."""
+    deadline = time.monotonic() + timeout_s
+    while await asyncio.to_thread(_unsettled, cluster) and time.monotonic() < deadline:
+        await asyncio.sleep(0.25)
 
 
 def _audit(cluster: Cluster, specs: list[JobSpec], runs: list[JobRun], report: ChaosReport) -> None:

@@ -56,6 +56,7 @@ from benchmarks.chaos import (
     _poll,
     _recovered,
     _serving,
+    _settled,
     _wait,
     drive,
     free_port,
@@ -210,7 +211,7 @@ async def run(config: ChaosConfig, work: Path, shard_ttl_s: float, node_timeout_
                 if task in unfinished:
                     run_.error = f"did not finish in {config.run_timeout_s:.0f} s ({len(run_.rounds)} rounds done)"
             report.chaos.driver_errors = [f"{r.name}: {r.error}" for r in runs if r.error]
-            await asyncio.sleep(3 * config.lease_s + 1)  # the shards' write-behind journals flush meanwhile
+            await _settled(cluster, config.recovery_timeout_s)
             _audit(cluster, specs, runs, report.chaos)
             _takeover(cluster, report)
             _audit_bindings(cluster, report)
