@@ -169,8 +169,11 @@ class LiveObservations:
                 self._missed(job_id, event.client_id, event.at - bound_at)
         elif kind in ("round_closed", "round_failed"):
             self._timings[job_id].finished(attempt, event.at)
-            if kind == "round_failed":
-                for client_id, (bound_at, _) in attempt.members.items():
+            for client_id, (bound_at, _) in attempt.members.items():  # still working when the round ended
+                worked_from = max(bound_at, attempt.published_at or bound_at)  # its task began with the model
+                self.history.unfinished(client_id, event.at - worked_from, self._work_samples(job_id),
+                                        self._model_kbit.get(job_id, 0.0))
+                if kind == "round_failed":
                     self._missed(job_id, client_id, event.at - bound_at)
             del self._attempts[job_id]
         else:

@@ -182,6 +182,10 @@ class ClientEstimate:
         Start of the client's current online period (its first check-in of it).
     session_s : float or None
         Typical length of this client's online periods.
+    unfinished : tuple of float or None
+        ``(seconds, work_samples, model_size_kbit)`` of the last task the client was still working on when its
+        round ended: a time it is known to need at least for a task of that shape. Read through
+        :meth:`task_floor_s`.
 
     Examples
     --------
@@ -195,6 +199,7 @@ class ClientEstimate:
     reliability: float = 1.0  # estimated P(a bound task delivers before its deadline)
     online_since: float | None = None  # start of the current check-in session
     session_s: float | None = None  # typical length of this client's sessions
+    unfinished: tuple[float, float, float] | None = None  # (seconds, work_samples, model_size_kbit) left unfinished
 
     def task_s(self, job: JobView) -> float | None:
         """Predicted seconds for one task of ``job``: download, training and upload.
@@ -213,6 +218,39 @@ class ClientEstimate:
         if self.s_per_sample is None or self.bandwidth_kbps is None or job.work_samples <= 0:
             return None
         return job.work_samples * self.s_per_sample + 2.0 * job.model_size_kbit / self.bandwidth_kbps
+
+    def task_floor_s(self, job: JobView) -> float | None:
+        """Seconds the client is known to need at least for one task of ``job``: a fact, not a prediction.
+
+        A task is training plus transfers, each proportional to its own size, so a task of ``job``'s shape
+        takes at least the unfinished task's seconds times the smaller of the two ratios (sample passes, model
+        size). This holds for a client that never delivered, whose :meth:`task_s` is unknown.
+
+        Parameters
+        ----------
+        job : JobView
+            The job whose task is bounded; its ``work_samples`` and ``model_size_kbit`` are used.
+
+        Returns
+        -------
+        float or None
+            The bound, or None without an unfinished task or when either shape is not known.
+
+        Examples
+        --------
+        >>> from policies.base import JobView
+        >>> job = JobView(job_id="j", name="j", owner="", registered_at=0.0, priority=0.0, demand=10, target=13,
+        ...               bound=0, results=0, rounds_total=None, rounds_done=0, eligibility_key="", public={},
+        ...               supply=100, model_size_kbit=800.0, work_samples=300.0)
+        >>> ClientEstimate(unfinished=(90.0, 600.0, 800.0)).task_floor_s(job)  # half the training, same model
+        45.0
+        """
+        if self.unfinished is None:
+            return None
+        seconds, work_samples, model_size_kbit = self.unfinished
+        if min(work_samples, model_size_kbit, job.work_samples, job.model_size_kbit) <= 0:
+            return None
+        return seconds * min(job.work_samples / work_samples, job.model_size_kbit / model_size_kbit)
 
     def available_for_s(self, now: float) -> float | None:
         """Predicted seconds until the client's current online period ends.

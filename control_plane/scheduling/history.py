@@ -7,6 +7,8 @@ control plane and the simulator can feed it the same observations. It learns:
   missed its deadline sets a lower bound on the time per sample pass;
 - reliability, the chance that a bound task delivers, as a Beta estimate shrunk towards the
   population's rate, so one unlucky task does not exclude a client;
+- a floor on its task time from the last task it was still working on when the round ended (also for a client
+  that never delivered, whose speed is unknown: otherwise it would look as promising after every miss);
 - sessions: when a client starts checking in and when it stops, smoothed into a typical length.
 """
 
@@ -54,6 +56,7 @@ class _Record:
     bandwidth_kbps: float | None = None
     online_since: float | None = None
     session_s: float | None = None
+    unfinished: tuple[float, float, float] | None = None  # (seconds, work_samples, model_size_kbit)
     cached: ClientEstimate | None = None
 
 
@@ -94,6 +97,8 @@ class ClientHistory:
         record = self._record(client)
         record.delivered += 1
         self._delivered += 1
+        if record.unfinished is not None and record.unfinished[1:] == (work_samples, model_size_kbit):
+            record.unfinished = None  # it finished a task of that shape: the floor may be stale
         if fetch_s > 0 and model_size_kbit > 0:
             self._set_bandwidth(record, model_size_kbit / fetch_s)
         if work_samples > 0:
@@ -108,6 +113,13 @@ class ClientHistory:
             bound = (elapsed_s - 2.0 * model_size_kbit / record.bandwidth_kbps) / work_samples
             if bound > 0 and (record.s_per_sample is None or bound > record.s_per_sample):
                 self._set_speed(record, bound)
+
+    def unfinished(self, client: Hashable, elapsed_s: float, work_samples: float, model_size_kbit: float) -> None:
+        """A bound task still running when its round ended (closed without it, or failed): the client needs at
+        least ``elapsed_s`` for a task of this shape. Kept until a later unfinished task replaces it or the
+        client delivers one of the same shape."""
+        if elapsed_s > 0:
+            self._record(client).unfinished = (elapsed_s, work_samples, model_size_kbit)
 
     def forget(self, client: Hashable) -> None:
         """Drop what was learned of ``client`` (a control plane bounds its memory this way); counts toward
@@ -150,7 +162,7 @@ class ClientHistory:
             )
             record.cached = ClientEstimate(
                 s_per_sample=record.s_per_sample, bandwidth_kbps=record.bandwidth_kbps, reliability=reliability,
-                online_since=record.online_since, session_s=record.session_s,
+                online_since=record.online_since, session_s=record.session_s, unfinished=record.unfinished,
             )
         return record.cached
 

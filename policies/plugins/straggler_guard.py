@@ -1,8 +1,20 @@
-"""``straggler_guard`` (offer): no over-selected bind predicted to deliver after the round's expected close.
+"""``straggler_guard`` (offer): no bind predicted to deliver after the round's expected close, where the round
+can do without it.
 
 Once a round holds ``demand`` clients, a further client is bound only if it is predicted to deliver
 before the round's expected close: open time + recent scheduling delay + (1 + ``slack``) x recent
 response time (``slack`` default 0.2, > -1). A later result would be thrown away.
+
+Before that, a client is refused only on what it is known to need at least
+(:meth:`~policies.base.ClientEstimate.task_floor_s`: it was still working on such a task when a round ended),
+and only while the job's class has ``spare_supply`` (default 2) times the round's slots of recent clients.
+Without it, a round released its stragglers at its close and they bound again at once to the job's next round,
+round after round: a client that never delivers stays of unknown speed, so nothing else keeps it away, and
+each one takes a slot that a client able to finish would fill (family seed 3013, run seed 1: a 10-client job
+whose rounds take about 60 s under FIFO rebound a phone whose task takes 253 s to four rounds in a row;
+docs/policies.md, "Known stragglers").
+In a class barely larger than the round the round needs them all, and refusing one fails the round; None
+turns this part off.
 """
 
 from __future__ import annotations
@@ -21,10 +33,17 @@ __all__ = ["StragglerGuard"]
 class StragglerGuard(OfferFilter):
     name: ClassVar[str] = "straggler_guard"
     slack: Annotated[float, Field(gt=-1.0)] = 0.2
+    spare_supply: Annotated[float, Field(ge=1.0)] | None = 2.0
 
     def keeps(self, job: JobView, ctx: SchedulingContext) -> bool:
-        task_s = client_task_s(job, ctx)
-        if task_s is None or job.bound < job.demand:
+        if job.bound >= job.demand:
+            task_s = client_task_s(job, ctx)
+        elif ctx.client is not None and self.spare_supply is not None and (
+                ctx.class_supply(job) >= self.spare_supply * job.target):
+            task_s = ctx.client.task_floor_s(job)
+        else:
+            return True
+        if task_s is None:
             return True
         closes_at = expected_close(job, response_factor=1.0 + self.slack)
         return closes_at is None or ctx.now + task_s <= closes_at

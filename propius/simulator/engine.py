@@ -385,6 +385,7 @@ class Simulation:
         for client in released:
             elapsed = self.now - self.bound_at[client]
             self.busy_s += elapsed
+            self.history.unfinished(client, elapsed, job.spec.task.work_samples, job.workload.model_size_kbit)
             if not succeeded:
                 self.history.missed(client, elapsed, job.spec.task.work_samples, job.workload.model_size_kbit)
             self.busy[client] = -1

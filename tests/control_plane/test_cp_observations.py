@@ -87,6 +87,17 @@ def test_a_failed_round_is_a_miss_for_who_was_still_working(seen: LiveObservatio
                          ).recent_schedule_s == 50.0  # it never held demand clients: all scheduling
 
 
+def test_who_was_still_working_when_a_round_ended_is_known_to_need_longer(seen: LiveObservations) -> None:
+    seen.on_event(Event("round_started", "j", 0, 0, at=10.0, state=state(10.0).to_hash()))
+    seen.on_event(bound("slow", 11.0, 1))
+    seen.on_event(Event("model_published", "j", 0, 0, at=12.0, model_kbit=800.0))
+    seen.on_event(Event("round_closed", "j", 0, 0, at=23.0))
+    direct = ClientHistory()
+    direct.unfinished("slow", 11.0, WORK, 800.0)  # its task began with the model, at 12.0
+    assert seen.estimate("slow") == direct.estimate("slow")
+    assert seen.estimate("slow").reliability == seen.estimate("never-seen").reliability  # released, not missed
+
+
 def test_sessions_follow_check_in_gaps(seen: LiveObservations) -> None:
     for at in (0.0, 10.0, 20.0):
         seen.checked_in("x", at, session_gap_s=30.0)

@@ -160,6 +160,33 @@ def test_straggler_guard_skips_over_selected_binds_that_would_land_after_the_clo
     assert offered(PropiusPolicy(doom_guard=False, straggler_guard=False), [round_(10)], SLOWISH, now=60.0) == ["j"]
 
 
+def test_straggler_guard_keeps_a_known_straggler_from_a_round_that_can_do_without_it(
+    view: Callable[..., JobView],
+) -> None:
+    # Expected close at 50 + 1.2 x 100 = 170 s, as above. The client never delivered (speed unknown) but was
+    # still working after 200 s on a task of twice this job's sample passes and the same model: it needs at
+    # least 200 x min(1000 / 2000, 10,000 / 10,000) = 100 s here.
+    def round_(bound: int) -> JobView:
+        return view("j", demand=10, target=13, bound=bound, opened_at=0.0, deadline_at=300.0,
+                    recent_schedule_s=50.0, recent_response_s=100.0, **TASK)
+
+    straggler = ClientEstimate(unfinished=(200.0, 2000.0, 10_000.0))
+    assert straggler.task_s(round_(0)) is None and straggler.task_floor_s(round_(0)) == pytest.approx(100.0)
+
+    def kept(policy: ProfilePolicy, client: ClientEstimate, now: float, supply: int = 50) -> bool:
+        ctx = SchedulingContext(now=now, supply_by_class={"{}": supply}, client=client)
+        return policy.rank_for_client(CLIENT, [round_(3)], ctx) != []
+
+    guard = composed(StragglerGuard())
+    assert kept(guard, straggler, now=60.0)  # 60 + 100 = 160 <= 170: it may still make it
+    assert not kept(guard, straggler, now=80.0)  # 180 > 170, and 50 recent clients >= 2 x 13 slots
+    assert kept(guard, straggler, now=80.0, supply=25)  # 25 < 26: the round may need every client it can get
+    assert kept(composed(StragglerGuard(spare_supply=None)), straggler, now=80.0)
+    assert kept(guard, ClientEstimate(), now=80.0)  # nothing known against a new client
+    # Below demand a known client's prediction (120 s here) is not grounds to refuse: only a floor is.
+    assert kept(guard, SLOWISH, now=80.0)
+
+
 def test_speed_tiers_pin_only_a_job_the_fastest_tier_can_fill(view: Callable[..., JobView]) -> None:
     slow_rounds = dict(recent_schedule_s=10.0, recent_response_s=100.0)  # responses dominate: pin (as IRS)
     jobs = [view("head", rounds_total=1, target=13, **slow_rounds),

@@ -19,6 +19,21 @@ def test_speed_bandwidth_and_reliability_are_learned() -> None:
     assert history.estimate("c").s_per_sample == pytest.approx(0.15)
 
 
+def test_a_task_left_unfinished_is_a_floor_until_one_of_its_shape_is_delivered() -> None:
+    history = ClientHistory()
+    history.unfinished("slow", elapsed_s=90.0, work_samples=600.0, model_size_kbit=800.0)
+    estimate = history.estimate("slow")
+    assert estimate.unfinished == (90.0, 600.0, 800.0)
+    assert (estimate.s_per_sample, estimate.bandwidth_kbps) == (None, None)  # a floor, not a speed
+    assert estimate.reliability == history.estimate("new").reliability  # a straggler released at a close: no miss
+    history.delivered("slow", fetch_s=5.0, train_s=60.0, work_samples=300.0, model_size_kbit=800.0)
+    assert history.estimate("slow").unfinished == (90.0, 600.0, 800.0)  # a lighter task proves nothing
+    history.unfinished("slow", elapsed_s=0.0, work_samples=600.0, model_size_kbit=800.0)  # no time: no fact
+    assert history.estimate("slow").unfinished == (90.0, 600.0, 800.0)
+    history.delivered("slow", fetch_s=5.0, train_s=80.0, work_samples=600.0, model_size_kbit=800.0)
+    assert history.estimate("slow").unfinished is None
+
+
 def test_sessions_and_tiers() -> None:
     history = ClientHistory(session_smoothing=0.5)
     history.session_started("c", 0.0)
