@@ -144,14 +144,17 @@ def test_doom_guard_stops_feeding_a_round_that_cannot_fill_in_time(view: Callabl
     assert offered(policy, [view("j", demand=100, bound=20, deadline_at=300.0, **TASK)], SLOWISH, now=100.0) == ["j"]
 
 
+def closing_at_170(view: Callable[..., JobView]) -> Callable[[int], JobView]:
+    """A round of 13 slots for 10 clients with ``bound`` of them, its recent rounds 50 s to fill and 100 s to
+    collect: with slack 0.2, expected to close at 50 + 1.2 x 100 = 170 s."""
+    return lambda bound: view("j", demand=10, target=13, bound=bound, opened_at=0.0, deadline_at=300.0,
+                              recent_schedule_s=50.0, recent_response_s=100.0, **TASK)
+
+
 def test_straggler_guard_skips_over_selected_binds_that_would_land_after_the_close(
     view: Callable[..., JobView],
 ) -> None:
-    # Recent rounds: 50 s to fill, 100 s to collect; slack 0.2: expected close at 50 + 1.2 x 100 = 170 s.
-    def round_(bound: int) -> JobView:
-        return view("j", demand=10, target=13, bound=bound, opened_at=0.0, deadline_at=300.0,
-                    recent_schedule_s=50.0, recent_response_s=100.0, **TASK)
-
+    round_ = closing_at_170(view)
     policy = composed(StragglerGuard())
     assert offered(policy, [round_(10)], SLOWISH, now=40.0) == ["j"]  # 40 + 120 = 160 <= 170
     assert offered(policy, [round_(10)], SLOWISH, now=60.0) == []  # 180 > 170: a thrown-away result
@@ -163,12 +166,9 @@ def test_straggler_guard_skips_over_selected_binds_that_would_land_after_the_clo
 def test_straggler_guard_keeps_a_known_straggler_from_a_round_that_can_do_without_it(
     view: Callable[..., JobView],
 ) -> None:
-    # Expected close at 50 + 1.2 x 100 = 170 s, as above. The client never delivered (speed unknown) but was
-    # still working after 200 s on a task of twice this job's sample passes and the same model: it needs at
-    # least 200 x min(1000 / 2000, 10,000 / 10,000) = 100 s here.
-    def round_(bound: int) -> JobView:
-        return view("j", demand=10, target=13, bound=bound, opened_at=0.0, deadline_at=300.0,
-                    recent_schedule_s=50.0, recent_response_s=100.0, **TASK)
+    # The client never delivered (speed unknown) but was still working after 200 s on a task of twice this
+    # job's sample passes and the same model: it needs at least 200 x min(1000 / 2000, 10,000 / 10,000) = 100 s.
+    round_ = closing_at_170(view)
 
     straggler = ClientEstimate(unfinished=(200.0, 2000.0, 10_000.0))
     assert straggler.task_s(round_(0)) is None and straggler.task_floor_s(round_(0)) == pytest.approx(100.0)
