@@ -2,9 +2,10 @@
 
 A freed slot wakes the fastest eligible waiters (:class:`control_plane.waiters.WaitQueue`, ranked by the
 policy's wake key among at least ``WakeRule.scan_floor`` of the oldest). This drives the live queue
-directly, with the key the binder builds for the default policy: IRS's predicted task time
-(:func:`policies.irs.fastest_first`) from a :class:`~control_plane.scheduling.history.ClientHistory` that
-has seen 90 % of the clients deliver, the narrower-class penalty (:func:`~control_plane.scheduling.wake.
+directly, with the key the binder builds for the default policy: ``fastest_wake``'s, IRS's predicted task
+time (:func:`policies.irs.fastest_first`) never below a client's known floor, from a
+:class:`~control_plane.scheduling.history.ClientHistory` that has seen 90 % of the clients deliver and the
+others leave a task unfinished, the narrower-class penalty (:func:`~control_plane.scheduling.wake.
 wake_order`) and the job's decliners last (:class:`~control_plane.scheduling.wake.WakeLedger`). Each wake
 frees one slot of a job whose class admits about half the waiters; the woken client waits again at the
 tail, so the queue keeps its size. Reported per queue size and scan floor: median and p90 milliseconds per
@@ -32,7 +33,7 @@ from control_plane.scheduling.history import ClientHistory  # noqa: E402
 from control_plane.scheduling.wake import WakeLedger, WakeRule, wake_order  # noqa: E402
 from control_plane.waiters import WaitQueue  # noqa: E402
 from policies import JobView  # noqa: E402
-from policies.irs import fastest_first  # noqa: E402
+from policies.plugins.fastest_wake import FastestWake  # noqa: E402
 from propius.specs import Constraints  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -59,9 +60,12 @@ async def measure(waiters: int, floor: int, wakes: int, seed: int) -> list[float
         attributes[client] = {"ram": rng.choice([2, 3, 4, 6, 8]), "cpu_f": round(rng.uniform(1.0, 20.0), 1)}
         if rng.random() < 0.9:
             history.delivered(client, rng.uniform(1.0, 30.0), rng.uniform(5.0, 120.0), WORK_SAMPLES, MODEL_KBIT)
+        else:
+            history.unfinished(client, rng.uniform(60.0, 300.0), WORK_SAMPLES, MODEL_KBIT)
     public = Constraints.model_validate({"ram": {"min": 4}})
     view = benchmark_view(public)
-    score = fastest_first(view)
+    score = FastestWake().wake_key(view)
+    assert score is not None
     ledger: WakeLedger[str, tuple[str, int]] = WakeLedger()
     key = ledger.rank("job", wake_order(lambda client: score(history.estimate(client)), view, lambda: [view],
                                         1.5, lambda classes: lambda client: False))

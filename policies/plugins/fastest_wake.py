@@ -2,8 +2,10 @@
 
 The round closes at its ``demand``-th result, so binding the fastest idle clients shortens it (rather
 than the longest waiting). The key is IRS's (:func:`policies.irs.fastest_first`): a client with no
-history ranks at the bound of the job's fastest tier, after the clients known to be in it. A job whose
-task shape is unknown wakes the oldest waiters.
+history ranks at the bound of the job's fastest tier, after the clients known to be in it; but never before
+what it is known to need at least (:meth:`~policies.base.ClientEstimate.task_floor_s`: a client still working
+on such a task when a round ended), or a straggler that never delivers would rank with the fastest for ever.
+A job whose task shape is unknown wakes the oldest waiters.
 
 A waiter that an open round of a smaller eligibility class still needs counts ``narrower_penalty`` times
 slower (default 1.5; 1 turns it off): every job wants the fastest phones, and where classes overlap, a broad
@@ -37,4 +39,4 @@ class FastestWake(WakePlugin):
         return self.narrower_penalty
 
     def wake_key(self, job: JobView) -> Callable[[ClientEstimate], float] | None:
-        return fastest_first(job) if job.work_samples > 0 else None
+        return fastest_first(job, floors=True) if job.work_samples > 0 else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
@@ -95,6 +96,11 @@ def test_fastest_wake_keys_waiters_by_predicted_task_time(view: Callable[..., Jo
     tiered_key, irs_key = FastestWake().wake_key(tiered), fastest_first(tiered)
     assert tiered_key is not None and [tiered_key(c) for c in (fast, ClientEstimate(), SLOWISH)] == [60.0, 90.0, 120.0]
     assert [irs_key(c) for c in (fast, ClientEstimate(), SLOWISH)] == [60.0, 90.0, 120.0]
+    # Still working after 150 s on a task of this shape when a round ended: never before 150 s, known or not.
+    stuck, stuck_fast = ClientEstimate(unfinished=(150.0, 1000.0, 10_000.0)), dataclasses.replace(
+        fast, unfinished=(150.0, 1000.0, 10_000.0))
+    assert [tiered_key(c) for c in (stuck, stuck_fast, SLOWISH)] == [150.0, 150.0, 120.0]
+    assert irs_key(stuck) == 90.0  # IRS's own wake does not read it
     assert PropiusPolicy().wake_key(job) is not None
     assert PropiusPolicy(fastest_wake=False).wake_key(job) is None
     assert PropiusPolicy().wake_key(view("shapeless")) is None  # no task shape: oldest first
