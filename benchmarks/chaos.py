@@ -46,6 +46,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import grpc
 import redis
@@ -441,22 +442,43 @@ def _phase(report: ChaosReport, at: float) -> FaultReport | None:
     return current
 
 
-def _unsettled(cluster: Cluster) -> bool:
-    """Whether the durable store still lags the run: a live job, an open round, a bound binding, or an
-    update a device saw accepted with no completed binding (the plane's write-behind journal not yet flushed)."""
+@dataclass
+class _StoreRows:
+    """What the durable store holds at the end of a run: what the audit reads, and what it waits for."""
+
+    jobs: dict[str, Any]  # job_id -> (job_id, state, rounds_done)
+    rounds: list[Any]  # (job_id, round, attempt, state, closed_at)
+    completed: set[tuple[str, str, int]]  # (client_id, job_id, round) of completed bindings
+    bound: int  # bindings still bound
+
+    def non_terminal(self) -> dict[str, int]:
+        return {
+            "jobs_live": sum(1 for job in self.jobs.values() if job.state not in ("completed", "cancelled")),
+            "rounds_open": sum(1 for row in self.rounds if row.state == "open"),
+            "bindings_bound": self.bound,
+        }
+
+
+def _read_store(cluster: Cluster) -> _StoreRows:
     engine = sa.create_engine(cluster.database_url(through_proxy=False))
     try:
         with engine.connect() as db:
-            live = db.execute(sa.text(
-                "SELECT (SELECT count(*) FROM jobs WHERE state NOT IN ('completed', 'cancelled'))"
-                " + (SELECT count(*) FROM rounds WHERE state = 'open')"
-                " + (SELECT count(*) FROM bindings WHERE outcome = 'bound')")).scalar_one()
-            completed = {tuple(row) for row in db.execute(
+            jobs = {row.job_id: row for row in db.execute(sa.text("SELECT job_id, state, rounds_done FROM jobs"))}
+            rounds = list(db.execute(sa.text("SELECT job_id, round, attempt, state, closed_at FROM rounds")))
+            completed = {(row.client_id, row.job_id, row.round) for row in db.execute(
                 sa.text("SELECT client_id, job_id, round FROM bindings WHERE outcome = 'completed'"))}
+            bound = db.execute(sa.text("SELECT count(*) FROM bindings WHERE outcome = 'bound'")).scalar_one()
     finally:
         engine.dispose()
-    return bool(live) or any((device, job_id, round_) not in completed
-                             for _, device, job_id, round_ in cluster.uploads())
+    return _StoreRows(jobs, rounds, completed, int(bound))
+
+
+def _unsettled(cluster: Cluster) -> bool:
+    """Whether the durable store still lags the run: a live job, an open round, a bound binding, or an
+    update a device saw accepted with no completed binding (the plane's write-behind journal not yet flushed)."""
+    store = _read_store(cluster)
+    return any(store.non_terminal().values()) or any(
+        (device, job_id, round_) not in store.completed for _, device, job_id, round_ in cluster.uploads())
 
 
 async def _settled(cluster: Cluster, timeout_s: float) -> None:
@@ -468,14 +490,8 @@ async def _settled(cluster: Cluster, timeout_s: float) -> None:
 
 
 def _audit(cluster: Cluster, specs: list[JobSpec], runs: list[JobRun], report: ChaosReport) -> None:
-    engine = sa.create_engine(cluster.database_url(through_proxy=False))
-    with engine.connect() as db:
-        jobs = {row.job_id: row for row in db.execute(sa.text("SELECT job_id, state, rounds_done FROM jobs"))}
-        rounds = list(db.execute(sa.text("SELECT job_id, round, attempt, state, closed_at FROM rounds")))
-        completed = {(row.client_id, row.job_id, row.round) for row in db.execute(
-            sa.text("SELECT client_id, job_id, round FROM bindings WHERE outcome = 'completed'"))}
-        bound = db.execute(sa.text("SELECT count(*) FROM bindings WHERE outcome = 'bound'")).scalar_one()
-    engine.dispose()
+    store = _read_store(cluster)
+    jobs, rounds, completed = store.jobs, store.rounds, store.completed
     report.jobs_total = len(specs)
     for spec, run in zip(specs, runs, strict=True):
         job = jobs.get(run.job_id)
@@ -500,11 +516,7 @@ def _audit(cluster: Cluster, specs: list[JobSpec], runs: list[JobRun], report: C
     for at, device, job_id, round_ in cluster.uploads():
         if (device, job_id, round_) not in completed and (fault := _phase(report, at)) is not None:
             fault.accepted_updates_lost += 1
-    report.non_terminal_rows = {
-        "jobs_live": sum(1 for job in jobs.values() if job.state not in ("completed", "cancelled")),
-        "rounds_open": sum(1 for row in rounds if row.state == "open"),
-        "bindings_bound": int(bound),
-    }
+    report.non_terminal_rows = store.non_terminal()
     report.rows_terminal = not any(report.non_terminal_rows.values())
 
 
