@@ -83,23 +83,20 @@ def fastest_first(job: JobView, floors: bool = False) -> Callable[[ClientEstimat
     longest are those whose private requirements refuse the job, and ranked first they would be woken for
     every round and decline it, while the fast clients wait. With ``floors``, never below what the client is
     known to need at least (:meth:`~policies.base.ClientEstimate.task_floor_s`; the default's ``fastest_wake``,
-    not IRS). One function either way: it runs for every ranked waiter of every wake."""
+    not IRS). It runs for every ranked waiter of every wake, so the floor is read only for a client that has one."""
     unknown = job.fast_task_s if job.fast_task_s is not None else 0.0
 
     def predicted_task_s(client: ClientEstimate) -> float:
         task_s = client.task_s(job)
-        return unknown if task_s is None else task_s
-
-    def at_least_floor(client: ClientEstimate) -> float:
-        task_s = client.task_s(job)
         if task_s is None:
             task_s = unknown
-        if client.unfinished is None:
-            return task_s
-        floor = client.task_floor_s(job)
-        return task_s if floor is None or floor <= task_s else floor
+        if floors and client.unfinished is not None:
+            floor = client.task_floor_s(job)
+            if floor is not None and floor > task_s:
+                return floor
+        return task_s
 
-    return at_least_floor if floors else predicted_task_s
+    return predicted_task_s
 
 
 def pinned(head: JobView, ctx: SchedulingContext, tier_fit: bool = True) -> bool:
