@@ -1,9 +1,18 @@
-"""``doom_guard`` (offer): stop feeding a round that, at its bind rate so far, cannot reach ``demand`` in time.
+"""``doom_guard`` (offer): stop feeding a round that cannot reach ``demand`` in time.
 
-Once a round has been open ``min_s`` seconds (default 60), it is not offered to a client when its
-expected results plus what its bind rate so far would add before the deadline (less this client's task
-time) stay short of ``demand``: the client stays free for a round that will complete, and the doomed round
-fails without holding anyone and is re-run.
+Two tests, either of which keeps a client from the round (it stays free for a round that will complete):
+
+- **Too few clients.** While the round is short of ``demand`` binds, its class has fewer recent clients
+  than ``supply_floor`` (default 1) x ``demand``: even if every one of them bound and delivered, the round
+  could not close. It binds no one more until its class's supply is back; an attempt that reaches its
+  deadline meanwhile fails and is re-run. Without this test such rounds held clients every other job could
+  have used: on policy-20jobs (seed 2), 117 of the 146 failed attempts of the 400-client job opened with
+  fewer than 400 of its class online (docs/policies.md, "Rounds their class cannot fill"). Not judged: a
+  round without a deadline, and a class the supply estimate counts no client of (none made yet, or made
+  before any came: the checking-in client is one, so that estimate is stale). None turns this test off.
+- **Too slow a bind rate.** Once the round has been open ``min_s`` seconds (default 60), its expected results
+  plus what its bind rate so far would add before the deadline (less this client's task time) stay short of
+  ``demand``.
 """
 
 from __future__ import annotations
@@ -12,7 +21,7 @@ import math
 from typing import ClassVar
 
 from policies.base import JobView, SchedulingContext
-from policies.options import NonNegative
+from policies.options import NonNegative, Positive
 from policies.plugins.base import OfferFilter
 from policies.plugins.rounds import client_task_s
 
@@ -22,10 +31,13 @@ __all__ = ["DoomGuard"]
 class DoomGuard(OfferFilter):
     name: ClassVar[str] = "doom_guard"
     min_s: NonNegative = 60.0
+    supply_floor: Positive | None = 1.0
 
     def keeps(self, job: JobView, ctx: SchedulingContext) -> bool:
         if job.opened_at is None or math.isinf(job.deadline_at):
             return True
+        if self.too_few_clients(job, ctx):
+            return False
         elapsed = ctx.now - job.opened_at
         if elapsed < self.min_s:
             return True
@@ -35,3 +47,11 @@ class DoomGuard(OfferFilter):
         left = max(0.0, job.deadline_at - ctx.now - (client_task_s(job, ctx) or 0.0))
         per_bind = have / job.bound if job.bound > 0 else 1.0
         return have + job.bound / elapsed * left * per_bind >= job.demand
+
+    def too_few_clients(self, job: JobView, ctx: SchedulingContext) -> bool:
+        """Whether the round, short of ``demand`` binds, has fewer recent clients in its class than
+        ``supply_floor`` x ``demand``."""
+        if self.supply_floor is None or job.bound >= job.demand:
+            return False
+        supply = ctx.supply_by_class.get(job.eligibility_key, 0)
+        return 0 < supply < self.supply_floor * job.demand

@@ -61,7 +61,7 @@ def opened_state() -> RoundState:
 async def test_an_accept_names_the_older_round_it_passed_over_on_its_event(plane, stubs):
     """The default policy ranks the newer, smaller job first; a client that takes it passes the older round
     over, and the binding shard says so on the ``client_bound`` event every shard receives."""
-    older, older_token = await stubs.register(name="older", demand=2, rounds=10)
+    older, older_token = await stubs.register(name="older", demand=1, rounds=10)
     newer, newer_token = await stubs.register(name="newer", demand=1, rounds=1)
     await stubs.start_round(older, older_token)
     await stubs.start_round(newer, newer_token)

@@ -42,8 +42,9 @@ def composed(*plugins: Plugin) -> ProfilePolicy:
     return ProfilePolicy("test", plugins)
 
 
-def offered(policy: ProfilePolicy, jobs: list[JobView], client: ClientEstimate | None, now: float = 0.0) -> list[str]:
-    ctx = SchedulingContext(now=now, supply_by_class={"{}": 50}, client=client)
+def offered(policy: ProfilePolicy, jobs: list[JobView], client: ClientEstimate | None, now: float = 0.0,
+            supply: int = 50) -> list[str]:
+    ctx = SchedulingContext(now=now, supply_by_class={"{}": supply}, client=client)
     return [j.job_id for j in policy.rank_for_client(CLIENT, jobs, ctx)]
 
 
@@ -139,15 +140,36 @@ def test_doom_guard_stops_feeding_a_round_that_cannot_fill_in_time(view: Callabl
 
     policy = composed(DoomGuard())
     # At 100 s with 20 binds (0.2/s): 20 + 0.2 x (300 - 100 - 120) = 36 < 100: doomed.
-    assert offered(policy, [round_(20)], SLOWISH, now=100.0) == []
+    assert offered(policy, [round_(20)], SLOWISH, now=100.0, supply=500) == []
     # With 90 binds (0.9/s): 90 + 0.9 x 80 = 162 >= 100: worth feeding.
-    assert offered(policy, [round_(90)], SLOWISH, now=100.0) == ["j"]
-    # Before min_s (60 s) a round is never judged, even with no binds yet.
-    assert offered(policy, [round_(0)], SLOWISH, now=50.0) == ["j"]
-    assert offered(composed(DoomGuard(min_s=120.0)), [round_(20)], SLOWISH, now=100.0) == ["j"]
+    assert offered(policy, [round_(90)], SLOWISH, now=100.0, supply=500) == ["j"]
+    # Before min_s (60 s) a round is never judged on its rate, even with no binds yet.
+    assert offered(policy, [round_(0)], SLOWISH, now=50.0, supply=500) == ["j"]
+    assert offered(composed(DoomGuard(min_s=120.0)), [round_(20)], SLOWISH, now=100.0, supply=500) == ["j"]
     assert offered(PropiusPolicy(doom_guard=False, straggler_guard=False), [round_(20)], SLOWISH, now=100.0) == ["j"]
     # A snapshot without the round's open time never excludes anyone.
     assert offered(policy, [view("j", demand=100, bound=20, deadline_at=300.0, **TASK)], SLOWISH, now=100.0) == ["j"]
+
+
+def test_doom_guard_feeds_no_round_its_class_has_too_few_clients_for(view: Callable[..., JobView]) -> None:
+    # Demand 100: with 99 recent clients in its class the round cannot close even if all of them deliver.
+    def round_(bound: int) -> JobView:
+        return view("j", demand=100, target=130, bound=bound, opened_at=0.0, deadline_at=300.0, **TASK)
+
+    policy = composed(DoomGuard())
+    assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=99) == []  # judged from the start
+    assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=100) == ["j"]
+    assert offered(policy, [round_(100)], SLOWISH, now=10.0, supply=99) == ["j"]  # demand bound: over-selection
+    assert offered(composed(DoomGuard(supply_floor=1.5)), [round_(0)], SLOWISH, now=10.0, supply=149) == []
+    assert offered(composed(DoomGuard(supply_floor=None)), [round_(0)], SLOWISH, now=10.0, supply=99) == ["j"]
+    assert offered(PropiusPolicy(), [round_(0)], SLOWISH, now=10.0, supply=99) == []  # on in the default
+    # Not judged: a class with no supply estimate yet, or an estimate of none (made before the checking-in
+    # client came: a live scheduler at its start), and a round without a deadline.
+    unknown = SchedulingContext(now=10.0, supply_by_class={}, client=SLOWISH)
+    assert [j.job_id for j in policy.rank_for_client(CLIENT, [round_(0)], unknown)] == ["j"]
+    assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=0) == ["j"]
+    endless = view("j", demand=100, target=130, bound=0, opened_at=0.0, **TASK)
+    assert offered(policy, [endless], SLOWISH, now=10.0, supply=99) == ["j"]
 
 
 def closing_at_170(view: Callable[..., JobView]) -> Callable[[int], JobView]:
