@@ -126,7 +126,8 @@ class SchedulerView:
     ) -> list[tuple[JobView, RoundState]]:
         """Up to ``max_offers`` open rounds for the client, in the policy's order, with their states."""
         snap = self.snapshot()
-        ctx = replace(snap.ctx, client=self.observations.estimate(client_id))
+        ctx = replace(snap.ctx, client=self.observations.estimate(client_id),
+                      client_counted=client_id in self._eligible)  # counted by the last supply estimate
         chosen = offer_candidates(attributes, snap.views, self.policy, ctx, max_offers,
                                   joined=lambda view: self.bound_to(view.job_id, client_id))
         return [(view, snap.states[view.job_id]) for view in chosen]

@@ -291,6 +291,9 @@ class SchedulingContext:
         ``eligibility_key`` -> the same bounds over the recent clients of that class only, as Venn cuts them:
         a pinned round's fastest tier then holds ``1/k`` of the clients that may serve it. A class is absent
         until enough of its clients are observed. Read them through :meth:`tiers_for`.
+    client_counted : bool, default True
+        Whether ``supply_by_class`` counts the checking-in client: the estimate is periodic, so a client that came
+        since the last one is not in it yet.
     """
     now: float
     supply_by_class: Mapping[str, int]  # eligibility_key -> recent eligible clients
@@ -298,6 +301,7 @@ class SchedulingContext:
     client: ClientEstimate | None = None  # the checking-in client, where its history is tracked
     speed_tiers: tuple[float, ...] = ()  # ascending s_per_sample bounds between speed tiers (fastest first)
     class_speed_tiers: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # per eligibility_key
+    client_counted: bool = True  # whether supply_by_class counts the checking-in client
 
     def tiers_for(self, job: JobView) -> tuple[float, ...]:
         """The speed-tier bounds of ``job``'s eligibility class.

@@ -9,7 +9,8 @@ Two tests, either of which keeps a client from the round (it stays free for a ro
   have used: on policy-20jobs (seed 2), 117 of the 146 failed attempts of the 400-client job opened with
   fewer than 400 of its class online (docs/policies.md, "Rounds their class cannot fill"). Not judged: a
   round without a deadline, and a class the supply estimate counts no client of (none made yet, or made
-  before any came: the checking-in client is one, so that estimate is stale). None turns this test off.
+  before any came: the checking-in client is one, so that estimate is stale). A checking-in client the
+  estimate has not counted yet (it came since) counts itself. None turns this test off.
 - **Too slow a bind rate.** Once the round has been open ``min_s`` seconds (default 60), its expected results
   plus what its bind rate so far would add before the deadline (less this client's task time) stay short of
   ``demand``.
@@ -54,4 +55,4 @@ class DoomGuard(OfferFilter):
         if self.supply_floor is None or job.bound >= job.demand:
             return False
         supply = ctx.supply_by_class.get(job.eligibility_key, 0)
-        return 0 < supply < self.supply_floor * job.demand
+        return supply > 0 and supply + (not ctx.client_counted) < self.supply_floor * job.demand

@@ -101,6 +101,7 @@ class Simulation:
         self.selection: Selection = self._selection()
         n = len(population)
         self.online = bytearray(n)
+        self._counted = bytearray(n)  # online at the last supply refresh: what self.supply counts
         self.busy = [-1] * n
         self.token = [0] * n
         self.bound_at = [0.0] * n
@@ -193,7 +194,7 @@ class Simulation:
     def context(self, client: int, now: float) -> SchedulingContext:
         return SchedulingContext(now=now, supply_by_class=self.supply, seed=self.config.seed,
                                  client=self.history.estimate(client), speed_tiers=self.tiers,
-                                 class_speed_tiers=self.class_tiers.bounds)
+                                 class_speed_tiers=self.class_tiers.bounds, client_counted=bool(self._counted[client]))
 
     def private_ok(self, client: int, job: SimJob) -> bool:
         private = self.population.private[client]
@@ -428,6 +429,7 @@ class Simulation:
             for i, key in enumerate(self.classes):
                 if mask >> i & 1:
                     supply[key] += count
+        self._counted = bytearray(self.online)
         tiers = self.history.speed_tiers(self.config.speed_tiers)
         recut = self._recut_class_tiers()
         if supply != self.supply or tiers != self.tiers or recut:

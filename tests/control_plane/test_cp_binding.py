@@ -184,15 +184,15 @@ async def test_a_broad_rounds_wake_spares_the_waiters_a_narrower_open_round_need
 
 
 async def test_a_round_its_class_has_too_few_clients_for_is_offered_once_enough_are_known(plane, stubs):
-    """The default's ``doom_guard`` live: a round of demand 2 is offered to no one while the supply estimate knows
-    one client of its class, and to the same client once it knows two; an estimate of none is stale (a
-    checking-in client is one) and is not judged."""
+    """The default's ``doom_guard`` live: a round of demand 2 is offered to no client the supply estimate counted
+    while it counts one client of the round's class; a client it has not counted yet counts itself, and an
+    estimate of none is stale (a checking-in client is one) and is not judged."""
     job_id, token = await stubs.register(name="pair", demand=2, rounds=1)
     await stubs.start_round(job_id, token)
     plane.view.supply = {"{}": 0}  # the job's class (no requirements), as estimated before any client came
     assert [offer.job_id for offer in (await stubs.check_in("a", wait_s=2.0)).offers] == [job_id]
     assert await plane.view.estimate_supply(3600.0) == {"{}": 1}
-    assert not (await stubs.check_in("a")).offers
-    assert not (await stubs.check_in("b")).offers
+    assert not (await stubs.check_in("a")).offers  # counted, and alone: 1 < 2
+    assert [offer.job_id for offer in (await stubs.check_in("b")).offers] == [job_id]  # 1 + itself
     await plane.view.estimate_supply(3600.0)
     assert [offer.job_id for offer in (await stubs.check_in("a")).offers] == [job_id]

@@ -168,6 +168,11 @@ def test_doom_guard_feeds_no_round_its_class_has_too_few_clients_for(view: Calla
     unknown = SchedulingContext(now=10.0, supply_by_class={}, client=SLOWISH)
     assert [j.job_id for j in policy.rank_for_client(CLIENT, [round_(0)], unknown)] == ["j"]
     assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=0) == ["j"]
+    # A checking-in client the estimate has not counted yet (it came since) counts itself: 99 + 1.
+    uncounted = SchedulingContext(now=10.0, supply_by_class={"{}": 99}, client=SLOWISH, client_counted=False)
+    assert [j.job_id for j in policy.rank_for_client(CLIENT, [round_(0)], uncounted)] == ["j"]
+    fewer = dataclasses.replace(uncounted, supply_by_class={"{}": 98})
+    assert policy.rank_for_client(CLIENT, [round_(0)], fewer) == []
     endless = view("j", demand=100, target=130, bound=0, opened_at=0.0, **TASK)
     assert offered(policy, [endless], SLOWISH, now=10.0, supply=99) == ["j"]
 
