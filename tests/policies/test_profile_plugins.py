@@ -152,29 +152,30 @@ def test_doom_guard_stops_feeding_a_round_that_cannot_fill_in_time(view: Callabl
 
 
 def test_doom_guard_feeds_no_round_its_class_has_too_few_clients_for(view: Callable[..., JobView]) -> None:
-    # Demand 100: with 99 recent clients in its class the round cannot close even if all of them deliver.
+    # Demand 100, supply_floor 0.9: fed while its class has at least 90 recent clients (some more may come
+    # online before the deadline), not with 89.
     def round_(bound: int) -> JobView:
         return view("j", demand=100, target=130, bound=bound, opened_at=0.0, deadline_at=300.0, **TASK)
 
     policy = composed(DoomGuard())
-    assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=99) == []  # judged from the start
-    assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=100) == ["j"]
-    assert offered(policy, [round_(100)], SLOWISH, now=10.0, supply=99) == ["j"]  # demand bound: over-selection
+    assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=89) == []  # judged from the start
+    assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=90) == ["j"]
+    assert offered(policy, [round_(100)], SLOWISH, now=10.0, supply=89) == ["j"]  # demand bound: over-selection
     assert offered(composed(DoomGuard(supply_floor=1.5)), [round_(0)], SLOWISH, now=10.0, supply=149) == []
-    assert offered(composed(DoomGuard(supply_floor=None)), [round_(0)], SLOWISH, now=10.0, supply=99) == ["j"]
-    assert offered(PropiusPolicy(), [round_(0)], SLOWISH, now=10.0, supply=99) == []  # on in the default
+    assert offered(composed(DoomGuard(supply_floor=None)), [round_(0)], SLOWISH, now=10.0, supply=89) == ["j"]
+    assert offered(PropiusPolicy(), [round_(0)], SLOWISH, now=10.0, supply=89) == []  # on in the default
     # Not judged: a class with no supply estimate yet, or an estimate of none (made before the checking-in
     # client came: a live scheduler at its start), and a round without a deadline.
     unknown = SchedulingContext(now=10.0, supply_by_class={}, client=SLOWISH)
     assert [j.job_id for j in policy.rank_for_client(CLIENT, [round_(0)], unknown)] == ["j"]
     assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=0) == ["j"]
-    # A checking-in client the estimate has not counted yet (it came since) counts itself: 99 + 1.
-    uncounted = SchedulingContext(now=10.0, supply_by_class={"{}": 99}, client=SLOWISH, client_counted=False)
+    # A checking-in client the estimate has not counted yet (it came since) counts itself: 89 + 1.
+    uncounted = SchedulingContext(now=10.0, supply_by_class={"{}": 89}, client=SLOWISH, client_counted=False)
     assert [j.job_id for j in policy.rank_for_client(CLIENT, [round_(0)], uncounted)] == ["j"]
-    fewer = dataclasses.replace(uncounted, supply_by_class={"{}": 98})
+    fewer = dataclasses.replace(uncounted, supply_by_class={"{}": 88})
     assert policy.rank_for_client(CLIENT, [round_(0)], fewer) == []
     endless = view("j", demand=100, target=130, bound=0, opened_at=0.0, **TASK)
-    assert offered(policy, [endless], SLOWISH, now=10.0, supply=99) == ["j"]
+    assert offered(policy, [endless], SLOWISH, now=10.0, supply=89) == ["j"]
 
 
 def closing_at_170(view: Callable[..., JobView]) -> Callable[[int], JobView]:
