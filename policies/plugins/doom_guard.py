@@ -3,16 +3,17 @@
 Two tests, either of which keeps a client from the round (it stays free for a round that will complete):
 
 - **Too few clients.** While the round is short of ``demand`` binds, its class has fewer recent clients
-  than ``supply_floor`` (default 0.9) x ``demand``: it could close only with clients that come online
-  before its deadline. It binds no one more until its class's supply is back; an attempt that reaches its
-  deadline meanwhile fails and is re-run. The floor is below 1 because such clients do come: FIFO closes
-  rounds opened with 21-24 of the 25 clients they need online (family seed 2025, run seed 0), and at 1 the
-  default held them, taking that job to 2.74x its FIFO JCT. Without this test such rounds held clients every other job could
-  have used: on policy-20jobs (seed 2), 117 of the 146 failed attempts of the 400-client job opened with
-  fewer than 400 of its class online (docs/policies.md, "Rounds their class cannot fill"). Not judged: a
-  round without a deadline, and a class the supply estimate counts no client of (none made yet, or made
-  before any came: the checking-in client is one, so that estimate is stale). A checking-in client the
-  estimate has not counted yet (it came since) counts itself. None turns this test off.
+  than ``supply_floor`` (default 0.9) x ``demand``: it could close only if more than a tenth of the clients
+  it needs came online before its deadline. It binds no one more until its class's supply is back; an attempt that
+  reaches its deadline meanwhile fails and is re-run. Without this test such rounds held clients every
+  other job could have used: on policy-20jobs (seed 2), 117 of the 146 failed attempts of the 400-client
+  job opened with fewer than 400 of its class online. The floor is below 1 because clients do come during a
+  round: FIFO closes rounds opened with 21-24 of the 25 clients they need online (family seed 2025, run seed
+  0), and a floor of 1 held them, taking that job to 2.74x its FIFO JCT (docs/policies.md, "Rounds their
+  class cannot fill"). A checking-in client the estimate has not counted yet (it came since) counts itself.
+  Not judged: a round without a deadline, and a class the supply estimate counts no client of (none made
+  yet, or made before any came: the checking-in client is one, so that estimate is stale). None turns this
+  test off.
 - **Too slow a bind rate.** Once the round has been open ``min_s`` seconds (default 60), its expected results
   plus what its bind rate so far would add before the deadline (less this client's task time) stay short of
   ``demand``.
