@@ -47,6 +47,10 @@ class OfferSource(Protocol):
     ) -> list[tuple[JobView, RoundState]]:
         """The open rounds to offer the client, best first, with their states."""
 
+    async def learned(self, job_id: str) -> None:
+        """A job another shard registered was just loaded: re-read its round, which a refresh that began
+        before the job was loaded has dropped."""
+
     def wake_key(self, job_id: str) -> Callable[[str], float] | None:
         """The order in which to wake waiting clients for the job's round (lowest first); None: oldest first."""
 
@@ -240,6 +244,7 @@ class Binder:
             job = await self._jobs.get(event.job_id)
         except NotFound:
             return
+        await self._scheduler.learned(job.job_id)
         self._wake(job, event.round, event.attempt, event.slots)
 
     def _wake(self, job: ActiveJob, round_: int, attempt: int, slots: int) -> None:

@@ -90,6 +90,18 @@ class SchedulerView:
         self._states = states
         self._version += 1
 
+    async def learned(self, job_id: str) -> None:
+        """A job another shard registered was just loaded (the binder learns it from its first event):
+        re-read its round. A refresh that began before the job was loaded did not read it and dropped the
+        state that event had set, so the clients woken for the round would have found no offer."""
+        before = self._changes.get(job_id)
+        state = (await self._hot.rounds([job_id])).get(job_id)
+        job = self._jobs.cached(job_id)
+        if (state is not None and job is not None and not job.finished
+                and self._changes.get(job_id) == before):  # else an event since is newer
+            self._changed(job_id)
+            self._states[job_id] = state
+
     def on_event(self, event: Event) -> None:
         if self.observations.on_event(event):
             self._version += 1

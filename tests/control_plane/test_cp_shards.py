@@ -45,6 +45,46 @@ async def test_a_round_opened_on_one_shard_is_offered_and_bound_on_the_other(pla
         await b.close()
 
 
+async def test_a_waiter_is_offered_a_round_whose_job_its_shard_loads_while_a_state_refresh_runs(planes, wait_for):
+    """Shard B learns a job shard A registered from the event of its round. A state refresh that runs while B
+    loads the job reads only the jobs B knew and drops the round; loading the job re-reads it, so the client
+    woken for the round is offered it (before, it waited out its poll with no offer)."""
+    first, second = await planes.start(), await planes.start()
+    a, b = Stubs(first.address), Stubs(second.address)
+    loading, load = asyncio.Event(), second.jobs.get
+
+    async def slow_get(job_id: str):
+        loading.set()
+        await gate.wait()
+        return await load(job_id)
+
+    gate = asyncio.Event()
+    second.jobs.get = slow_get
+    try:
+        job_id, token = await a.register(name="learned", demand=1, over_selection=1.0)
+        waiting = asyncio.create_task(b.check_in("early", wait_s=5))
+
+        async def early_waits() -> bool:
+            return len(second.binder.waiting) == 1
+
+        await wait_for(early_waits, what="the early client to wait on shard B")
+        await a.start_round(job_id, token)
+        await a.publish(job_id, token, 0, {"w": np.zeros(2, np.float32)})
+
+        async def loading_the_job() -> bool:
+            return loading.is_set()
+
+        await wait_for(loading_the_job, what="shard B to load the job from its round's event")
+        await second.view.refresh_states()  # B knows no such job yet: the round's state is dropped
+        gate.set()
+        early = await asyncio.wait_for(waiting, 5)
+        assert [offer.job_id for offer in early.offers] == [job_id]
+    finally:
+        gate.set()
+        await a.close()
+        await b.close()
+
+
 @pytest.mark.parametrize("durable", [True, False], ids=["durable-updates", "re-run"])
 async def test_a_dead_shards_round_is_taken_over_by_a_live_one(planes, wait_for, durable):
     """Shard A opens a round, accepts one update and dies (no goodbye: its liveness lapses). Shard B takes
