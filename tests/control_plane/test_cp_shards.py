@@ -11,20 +11,29 @@ from propius.proto import propius_pb2 as pb
 from tests.control_plane.conftest import Stubs
 
 
+async def _waiting_on(stubs: Stubs, plane, wait_for) -> asyncio.Task:
+    """A client's long poll on ``plane`` (through ``stubs``), once it waits there."""
+    waiting = asyncio.create_task(stubs.check_in("early", wait_s=5))
+
+    async def early_waits() -> bool:
+        return len(plane.binder.waiting) == 1
+
+    await wait_for(early_waits, what="the early client to wait")
+    return waiting
+
+
+async def _open_round(stubs: Stubs, job_id: str, token: str) -> None:
+    await stubs.start_round(job_id, token)
+    await stubs.publish(job_id, token, 0, {"w": np.zeros(2, np.float32)})
+
+
 async def test_a_round_opened_on_one_shard_is_offered_and_bound_on_the_other(planes, wait_for):
     first, second = await planes.start(), await planes.start()
     a, b = Stubs(first.address), Stubs(second.address)
     try:
         job_id, token = await a.register(name="sharded", demand=4, over_selection=1.0)
-        # A client long-polls shard B before the job's round exists anywhere.
-        waiting = asyncio.create_task(b.check_in("early", wait_s=5))
-
-        async def early_waits() -> bool:
-            return len(second.binder.waiting) == 1
-
-        await wait_for(early_waits, what="the early client to wait on shard B")
-        await a.start_round(job_id, token)
-        await a.publish(job_id, token, 0, {"w": np.zeros(2, np.float32)})
+        waiting = await _waiting_on(b, second, wait_for)  # on shard B, before the job's round exists anywhere
+        await _open_round(a, job_id, token)
         early = await asyncio.wait_for(waiting, 5)
         assert [offer.job_id for offer in early.offers] == [job_id]
 
@@ -62,14 +71,8 @@ async def test_a_waiter_is_offered_a_round_whose_job_its_shard_loads_while_a_sta
     second.jobs.get = slow_get
     try:
         job_id, token = await a.register(name="learned", demand=1, over_selection=1.0)
-        waiting = asyncio.create_task(b.check_in("early", wait_s=5))
-
-        async def early_waits() -> bool:
-            return len(second.binder.waiting) == 1
-
-        await wait_for(early_waits, what="the early client to wait on shard B")
-        await a.start_round(job_id, token)
-        await a.publish(job_id, token, 0, {"w": np.zeros(2, np.float32)})
+        waiting = await _waiting_on(b, second, wait_for)
+        await _open_round(a, job_id, token)
 
         async def loading_the_job() -> bool:
             return loading.is_set()
