@@ -49,7 +49,7 @@ class OfferSource(Protocol):
 
     async def learned(self, job_id: str) -> None:
         """A job another shard registered was just loaded: re-read its round, which a refresh that began
-        before the job was loaded has dropped."""
+        before the job was loaded may have dropped."""
 
     def wake_key(self, job_id: str) -> Callable[[str], float] | None:
         """The order in which to wake waiting clients for the job's round (lowest first); None: oldest first."""
