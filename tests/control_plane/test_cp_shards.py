@@ -60,14 +60,13 @@ async def test_a_waiter_is_offered_a_round_whose_job_its_shard_loads_while_a_sta
     woken for the round is offered it (before, it waited out its poll with no offer)."""
     first, second = await planes.start(), await planes.start()
     a, b = Stubs(first.address), Stubs(second.address)
-    loading, load = asyncio.Event(), second.jobs.get
+    loading, gate, load = asyncio.Event(), asyncio.Event(), second.jobs.get
 
     async def slow_get(job_id: str):
         loading.set()
         await gate.wait()
         return await load(job_id)
 
-    gate = asyncio.Event()
     second.jobs.get = slow_get
     try:
         job_id, token = await a.register(name="learned", demand=1, over_selection=1.0)
