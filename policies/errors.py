@@ -18,6 +18,10 @@ class UnknownPolicyError(KeyError):
     def __str__(self) -> str:
         return f"unknown policy {self.name!r}; installed: {', '.join(self.known) or 'none'}"
 
+    def __reduce__(self) -> tuple[type, tuple[str, tuple[str, ...]]]:
+        # Raised in a benchmark's worker process or on a Ray worker, it is pickled back to the caller.
+        return type(self), (self.name, self.known)
+
 
 class PolicyOptionError(ValueError):
     """The policy does not take these options: an unknown key, or a value of the wrong type or out of its range

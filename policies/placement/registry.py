@@ -34,6 +34,10 @@ class UnknownPlacementError(KeyError):
     def __str__(self) -> str:
         return f"unknown placement {self.name!r}; installed: {', '.join(self.known) or 'none'}"
 
+    def __reduce__(self) -> tuple[type, tuple[str, tuple[str, ...]]]:
+        # Raised in a benchmark's worker process or on a Ray worker, it is pickled back to the caller.
+        return type(self), (self.name, self.known)
+
 
 @cache
 def available_placements() -> dict[str, type[Placement]]:

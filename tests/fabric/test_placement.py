@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import sys
 import tomllib
 from pathlib import Path
@@ -162,8 +163,9 @@ def test_the_plugins_are_found_through_their_entry_points(installed: dict[str, s
     assert isinstance(torus, TorusPlacement) and torus.fragmented is False and torus.time_budget_s == 0.5
     with pytest.raises(PolicyOptionError, match="time_budget"):
         load_placement("torus", time_budget=1)
-    with pytest.raises(UnknownPlacementError, match="unknown placement 'best'; installed: .*first-fit"):
+    with pytest.raises(UnknownPlacementError, match="unknown placement 'best'; installed: .*first-fit") as caught:
         load_placement("best")
+    assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value)  # crosses a worker pool whole
 
 
 def test_a_rack_grid_is_built_once_per_fabric_object() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
@@ -44,6 +45,10 @@ def test_an_unknown_name_lists_the_known_ones() -> None:
     assert {"fifo", "random", "srsf"} <= set(caught.value.known)
     assert "unknown policy 'lottery'" in str(caught.value)
     assert all(name in str(caught.value) for name in ("fifo", "random", "srsf"))
+    # Raised in a benchmark's worker process, it reaches the caller whole (not as a broken pool).
+    copy = pickle.loads(pickle.dumps(caught.value))
+    assert (type(copy), copy.name, copy.known, str(copy)) == (UnknownPolicyError, "lottery", caught.value.known,
+                                                            str(caught.value))
 
 
 def test_options_reach_the_policy_and_a_misspelt_one_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
