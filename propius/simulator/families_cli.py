@@ -28,7 +28,7 @@ def _range(text: str | None, name: str) -> tuple[float, float] | None:
 @app.command("generate")
 def generate_command(
     out: Annotated[Path, typer.Argument(help="folder for the workload files")],
-    seeds: Annotated[list[int], typer.Option("--seed", help="family seed (repeatable); one file each")] = [0],  # noqa: B006
+    seeds: Annotated[list[int], typer.Option("--seed", min=0, help="family seed (repeatable); one file each")] = [0],  # noqa: B006
     structure: Annotated[str, typer.Option(help=f"eligibility classes: {', '.join(STRUCTURES)} or any")] = "any",
     arrival: Annotated[str, typer.Option(help="batch, poisson, bursty or any")] = "any",
     availability: Annotated[str, typer.Option(help="diurnal or always (a run setting, recorded in the file)")]

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from typer.testing import CliRunner
 
+from propius.cli import app
 from propius.simulator.availability import AvailabilityModel
 from propius.simulator.engine import SimConfig
 from propius.simulator.families import STRUCTURES, WorkloadFamily, generate
@@ -55,6 +58,19 @@ def test_demand_fits_the_class_it_was_drawn_for() -> None:
 def test_bad_ranges_are_refused_naming_the_parameter() -> None:
     with pytest.raises(ValidationError, match="demand"):
         WorkloadFamily(demand=(50, 10))
+
+
+@pytest.mark.parametrize(("arguments", "named"), [
+    (["--seed", "-1"], "--seed"),
+    (["--jobs", "10-5"], "jobs: need 0 < low <= high"),
+    (["--demand", "many"], "--demand"),
+    (["--structure", "tree"], "structure"),
+])
+def test_the_generate_command_refuses_bad_arguments_by_name(tmp_path: Path, arguments: list[str], named: str) -> None:
+    result = CliRunner().invoke(app, ["workload", "generate", str(tmp_path / "out"), *arguments])
+    assert result.exit_code == 2
+    assert named in " ".join(result.output.split())  # rich wraps long lines
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_simulator_runs_a_drawn_workload_to_the_end() -> None:
