@@ -22,7 +22,7 @@ from policies import PolicyOptionError, UnknownPolicyError, parse_options
 from policies.registry import PROFILE_PREFIX
 from propius.simulator.availability import AvailabilityModel
 from propius.simulator.engine import Mode, SimConfig
-from propius.simulator.population import PopulationModel, make_population
+from propius.simulator.population import MAX_CLIENTS, MAX_DAYS, PopulationModel, make_population
 from propius.simulator.run import shortfalls, simulate
 from propius.simulator.workload import builtin_workloads, load_workload
 from propius.specs import SpecError
@@ -68,11 +68,13 @@ def simulate_command(
     policy: Annotated[str, typer.Option(help="sharing policy (entry point in propius.policies)")] = "propius",
     policy_profile: Annotated[Path | None, typer.Option(
         help="a policy profile YAML (docs/policies.md); replaces --policy, --option overrides its plug-ins")] = None,
-    clients: Annotated[int | None, typer.Option(min=1, help="client count; default: the workload's first")] = None,
+    clients: Annotated[int | None, typer.Option(
+        min=1, max=MAX_CLIENTS, help="client count; default: the workload's first")] = None,
     seed: Annotated[int, typer.Option(min=0)] = 0,
     mode: Annotated[str, typer.Option(help="central | static | client-random")] = "central",
     option: Annotated[list[str] | None, typer.Option(help="policy option key=value (repeatable)")] = None,
-    days: Annotated[int, typer.Option(min=1, help="simulated days of client traces (the horizon)")] = DEFAULT_DAYS,
+    days: Annotated[int, typer.Option(
+        min=1, max=MAX_DAYS, help="simulated days of client traces (the horizon)")] = DEFAULT_DAYS,
     availability: Annotated[str, typer.Option(
         help="diurnal: seeded on/off sessions; always: every client online throughout (the utilization "
              "experiment's setting)")] = "diurnal",

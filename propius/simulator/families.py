@@ -36,7 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from propius.devices import DeviceRow, load_dataset_sizes, load_devices
-from propius.simulator.population import DATA_DIR
+from propius.simulator.population import DATA_DIR, MAX_CLIENTS
 from propius.simulator.workload import Workload, WorkloadJob
 from propius.specs import Constraint, Constraints, Requirements
 
@@ -77,6 +77,8 @@ class WorkloadFamily(BaseModel):
             low, high = getattr(self, name)
             if not 0 < low <= high:
                 raise ValueError(f"{name}: need 0 < low <= high, got [{low}, {high}]")
+        if self.clients[1] > MAX_CLIENTS:
+            raise ValueError(f"clients: at most {MAX_CLIENTS:,}, got {self.clients[1]:,}")
         return self
 
     def label(self, seed: int) -> str:

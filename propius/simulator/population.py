@@ -26,10 +26,15 @@ from propius.devices import load_dataset_sizes, load_devices
 from propius.simulator.availability import AvailabilityModel
 from propius.specs import AttributeValue
 
-__all__ = ["DATA_DIR", "Population", "PopulationModel", "make_population"]
+__all__ = ["DATA_DIR", "MAX_CLIENTS", "MAX_DAYS", "Population", "PopulationModel", "make_population"]
 
 DATA_DIR = Path(__file__).parent / "data"
 
+
+# A population is held in memory, one trace per client: a million clients over 7 days take about 1.7 GB and
+# two minutes to draw, so larger requests are refused rather than left to exhaust the machine.
+MAX_CLIENTS = 1_000_000
+MAX_DAYS = 90
 
 @dataclass(frozen=True)
 class PopulationModel:
@@ -62,6 +67,9 @@ class Population:
 
 def make_population(n: int, seed: int, model: PopulationModel | None = None) -> Population:
     model = model or PopulationModel()
+    if not 1 <= n <= MAX_CLIENTS or not 1 <= model.days <= MAX_DAYS:
+        raise ValueError(f"a population needs 1-{MAX_CLIENTS:,} clients and 1-{MAX_DAYS} days, got {n:,} and "
+                         f"{model.days}")
     rng = np.random.default_rng([seed, n])
     devices = load_devices(DATA_DIR / "device_specs.csv")
     sizes = load_dataset_sizes(DATA_DIR / "dataset_sizes.csv")

@@ -12,13 +12,15 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from propius.simulator.population import MAX_CLIENTS
 from propius.specs import JobSpec, Requirements, SpecError, TaskConfig, describe_validation_error
 
 __all__ = ["WORKLOAD_DIR", "Workload", "WorkloadJob", "builtin_workloads", "load_workload"]
 
 WORKLOAD_DIR = Path(__file__).parent / "data" / "workloads"
+ClientCount = Annotated[int, Field(ge=1, le=MAX_CLIENTS)]
 
 
 class WorkloadJob(BaseModel):
@@ -53,7 +55,7 @@ class Workload(BaseModel):
 
     name: str
     description: str = ""
-    clients: PositiveInt | Annotated[list[PositiveInt], Field(min_length=1)] = Field(
+    clients: ClientCount | Annotated[list[ClientCount], Field(min_length=1)] = Field(
         description="client count(s) the workload is meant for")
     time_model: dict[str, str] = Field(default_factory=dict, description="documentation only")
     jobs: list[WorkloadJob] = Field(min_length=1)

@@ -62,6 +62,8 @@ def test_the_cli_runs_a_policy_profile_file(tiny: Workload, tmp_path: Path) -> N
     (["--clients", "0"], "--clients"),  # not "the workload's default"
     (["--clients", "-5"], "--clients"),
     (["--days", "0"], "--days"),
+    (["--clients", "1000001"], "--clients"),  # a population is held in memory: bounded
+    (["--days", "91"], "--days"),
     (["--seed", "-1"], "--seed"),
     (["--option", "speed_tiers=maybe"], "speed_tiers='maybe'"),
     (["--policy-profile", "no-such-profile.yaml"], "cannot read profile no-such-profile.yaml"),

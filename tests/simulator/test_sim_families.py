@@ -58,6 +58,8 @@ def test_demand_fits_the_class_it_was_drawn_for() -> None:
 def test_bad_ranges_are_refused_naming_the_parameter() -> None:
     with pytest.raises(ValidationError, match="demand"):
         WorkloadFamily(demand=(50, 10))
+    with pytest.raises(ValidationError, match="clients: at most 1,000,000"):
+        WorkloadFamily(clients=(2_000, 2_000_000))
 
 
 @pytest.mark.parametrize(("arguments", "named"), [

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from propius.simulator import Workload
+from propius.simulator.population import MAX_CLIENTS, MAX_DAYS, PopulationModel, make_population
 from propius.simulator.workload import builtin_workloads, load_workload
 from propius.specs import SpecError
 
@@ -38,8 +39,15 @@ def test_two_jobs_with_one_name_are_refused(tiny: Workload, tmp_path: Path) -> N
         load_workload(_written(tmp_path, data))
 
 
-@pytest.mark.parametrize("clients", [0, -3, [], [1200, 0]])
-def test_client_counts_must_be_positive(tiny: Workload, tmp_path: Path, clients: object) -> None:
+@pytest.mark.parametrize("clients", [0, -3, [], [1200, 0], 1_000_001, [1200, 10**9]])
+def test_client_counts_must_be_positive_and_bounded(tiny: Workload, tmp_path: Path, clients: object) -> None:
     data = {**tiny.model_dump(mode="json"), "clients": clients}
     with pytest.raises(SpecError, match="clients"):
         load_workload(_written(tmp_path, data))
+
+
+def test_a_population_past_the_bound_is_refused_before_it_is_drawn() -> None:
+    with pytest.raises(ValueError, match="1-1,000,000 clients and 1-90 days, got 1,000,001 and 7"):
+        make_population(MAX_CLIENTS + 1, 0, PopulationModel(days=7))
+    with pytest.raises(ValueError, match="got 10 and 91"):
+        make_population(10, 0, PopulationModel(days=MAX_DAYS + 1))
