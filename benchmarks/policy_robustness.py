@@ -13,7 +13,8 @@ the same clients:
   from the breakdown: whichever of scheduling delay, response collection or failed round attempts
   (summed over jobs) grew most against FIFO;
 - for each run with a job above 1.5x its FIFO JCT, how much of that job's extra time its rounds measured
-  lost to jobs registered after it (``control_plane.scheduling.fifo_lag``): the order's share.
+  lost to jobs registered after it (``control_plane.scheduling.fifo_lag``): the order's share; and its failed
+  round attempts beside FIFO's.
 
 Beside the policies runs FIFO again with a dropped client's slot freed 1 s later (``--no-noise`` leaves it
 out): the noise floor, how far one run moves from FIFO when nothing but a timing constant changes.
@@ -94,6 +95,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
             "jct_s": (job.finished_at if job.finished_at is not None else sim.now) - job.workload.arrival_s,
             "schedule_s": sum(r.schedule_s for r in ok), "response_s": sum(r.response_s for r in ok),
             "failed_s": sum(r.closed_at - r.opened_at for r in job.history if not r.succeeded),
+            "failed_attempts": sum(not r.succeeded for r in job.history),
             "lost_to_newer_s": job.timings.lost_to_newer_s,
         })
     return {**{k: task[k] for k in ("family_seed", "seed", "policy")}, "structure": drawn.structure,
@@ -133,6 +135,7 @@ def compare(rows: list[dict[str, Any]], policies: Iterable[str]) -> dict[str, li
         for r in (r for r in rows if r["policy"] == policy):
             base = fifo[(r["family_seed"], r["seed"])]
             base_jct = {j["name"]: j["jct_s"] for j in base["jobs"]}
+            base_failed = {j["name"]: j["failed_attempts"] for j in base["jobs"]}
             avg, base_avg = statistics.fmean(j["jct_s"] for j in r["jobs"]), statistics.fmean(base_jct.values())
             worst_job = max(r["jobs"], key=lambda j: (j["jct_s"] / base_jct[j["name"]], j["name"]))
             worst = (worst_job["jct_s"] / base_jct[worst_job["name"]], worst_job["name"])
@@ -143,6 +146,7 @@ def compare(rows: list[dict[str, Any]], policies: Iterable[str]) -> dict[str, li
                             "avg_ratio": avg / base_avg, "worst_ratio": worst[0], "worst_job": worst[1],
                             "worst_extra_s": worst_job["jct_s"] - base_jct[worst[1]],
                             "worst_lost_to_newer_s": worst_job["lost_to_newer_s"],
+                            "worst_failed_attempts": [worst_job["failed_attempts"], base_failed[worst[1]]],
                             "unfinished": r["unfinished"], "fifo_unfinished": base["unfinished"], "delta_s": delta})
         out[policy] = sorted(entries, key=lambda e: (e["family_seed"], e["seed"]))
     return out
@@ -184,7 +188,8 @@ def tables(comparison: dict[str, list[dict[str, Any]]], tolerance: float) -> lis
                   "time that its rounds measured lost to jobs registered after it is the order's):"]
         lines += [f"- family seed {e['family_seed']} (run seed {e['seed']}, {e['structure']}, {e['arrival']}): "
                   f"{e['worst_job']} {e['worst_ratio']:.2f}x, +{e['worst_extra_s']:,.0f} s, of which "
-                  f"{e['worst_lost_to_newer_s']:,.0f} s lost to newer jobs" for e in slow] or ["- none"]
+                  f"{e['worst_lost_to_newer_s']:,.0f} s lost to newer jobs; {e['worst_failed_attempts'][0]} failed "
+                  f"round attempts (FIFO: {e['worst_failed_attempts'][1]})" for e in slow] or ["- none"]
     return lines
 
 
