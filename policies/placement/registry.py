@@ -15,6 +15,7 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
 
+from policies.errors import UnknownNameError
 from policies.placement.base import Placement
 from policies.registry import validated_options
 
@@ -23,20 +24,10 @@ __all__ = ["ENTRY_POINT_GROUP", "UnknownPlacementError", "available_placements",
 ENTRY_POINT_GROUP = "propius.placement"
 
 
-class UnknownPlacementError(KeyError):
-    """No installed placement has this name; ``known`` lists those that are."""
+class UnknownPlacementError(UnknownNameError):
+    """No installed placement has this name."""
 
-    def __init__(self, name: str, known: list[str]) -> None:
-        super().__init__(name)
-        self.name = name
-        self.known = tuple(sorted(known))
-
-    def __str__(self) -> str:
-        return f"unknown placement {self.name!r}; installed: {', '.join(self.known) or 'none'}"
-
-    def __reduce__(self) -> tuple[type, tuple[str, tuple[str, ...]]]:
-        # Raised in a benchmark's worker process or on a Ray worker, it is pickled back to the caller.
-        return type(self), (self.name, self.known)
+    kind = "placement"
 
 
 @cache
