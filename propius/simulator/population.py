@@ -30,11 +30,11 @@ __all__ = ["DATA_DIR", "MAX_CLIENTS", "MAX_DAYS", "Population", "PopulationModel
 
 DATA_DIR = Path(__file__).parent / "data"
 
-
 # A population is held in memory, one trace per client: a million clients over 7 days take about 1.7 GB and
 # two minutes to draw, so larger requests are refused rather than left to exhaust the machine.
 MAX_CLIENTS = 1_000_000
 MAX_DAYS = 90
+
 
 @dataclass(frozen=True)
 class PopulationModel:
