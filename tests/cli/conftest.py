@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -81,7 +82,14 @@ class Running:
 
 @pytest.fixture
 def background() -> Iterator[type[Running]]:
-    """Starts ``Running`` commands and kills any left at teardown."""
+    """Starts ``Running`` commands and kills any left at teardown.
+
+    The commands start with SIGINT at its default, as a terminal's foreground job does, so a test can stop one as
+    Ctrl-C would. A runner started as a background job of a non-interactive shell ignores SIGINT, and an ignored
+    signal stays ignored across exec (a handled one is reset to the default), so it is handled while they start."""
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     started: list[Running] = []
 
     class Tracked(Running):
@@ -89,9 +97,13 @@ def background() -> Iterator[type[Running]]:
             super().__init__(*args, env=env)
             started.append(self)
 
-    yield Tracked
-    for command in started:
-        command.stop()
+    try:
+        yield Tracked
+    finally:
+        for command in started:
+            command.stop()
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def embedded_server(data_dir: Path) -> tuple[int, str]:
