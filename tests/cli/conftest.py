@@ -97,13 +97,11 @@ def background() -> Iterator[type[Running]]:
             super().__init__(*args, env=env)
             started.append(self)
 
-    try:
-        yield Tracked
-    finally:
-        for command in started:
-            command.stop()
-        if ignored:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    yield Tracked
+    for command in started:
+        command.stop()
+    if ignored:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def embedded_server(data_dir: Path) -> tuple[int, str]:
