@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -38,6 +39,7 @@ class Running:
     def __init__(self, *args: str, env: dict[str, str]) -> None:
         self.process = subprocess.Popen([sys.executable, "-m", "propius.cli", *args], cwd=ROOT, env=env,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.data_dir = Path(args[args.index("--data-dir") + 1]) if "--data-dir" in args else None
         self.lines: list[str] = []
         self._queue: queue.Queue[str] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -75,9 +77,26 @@ class Running:
         return code
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
+        """Kill the command, if still running, and what it started: a command a failed test leaves running has
+        client daemons and an embedded redis-server, which a kill of it alone would orphan. The server
+        daemonizes, so it is found through its ``--data-dir`` rather than among the command's descendants."""
+        if self.process.poll() is not None:
+            return
+        try:
+            started = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:  # it ended since the poll
+            started = []
+        self.process.kill()
+        self.process.wait(10)
+        if self.data_dir is not None and (self.data_dir / "redis.rdb.settings").exists():
+            with contextlib.suppress(FileNotFoundError, psutil.NoSuchProcess):
+                server = psutil.Process(embedded_server(self.data_dir)[0])
+                if "redis-server" in " ".join(server.cmdline()):
+                    started.append(server)
+        for process in started:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        psutil.wait_procs(started, timeout=10)
 
 
 @pytest.fixture
