@@ -139,6 +139,7 @@ class _Sim:
         self.rngs: dict[tuple[str, int], random.Random] = {}
         self.computed: set[tuple[str, int, int]] = set()
         self.ready: dict[tuple[str, int, int], set[int]] = {}
+        self.joined: set[tuple[str, int, int]] = set()  # (job, rank, step): the rank is ready for, or in, that step
         self.iter_end: dict[str, list[float]] = {}
 
     def at(self, t: float, fn: Callable[[], None]) -> None:
@@ -227,11 +228,12 @@ class _Sim:
             return
         if entry.instance is not None and job in self.controllers and self.acked[(job, rank)] < entry.instance:
             return
+        if (job, rank, entry.step) in self.joined:  # a late ack: the rank is in this collective already
+            return
+        self.joined.add((job, rank, entry.step))
         key = (job, entry.step, entry.group)
         members = self.jobs[job].step(entry.step).phase.groups[entry.group]
         ready = self.ready.setdefault(key, set())
-        if rank in ready:
-            return
         ready.add(rank)
         if len(ready) == len(set(members)):
             del self.ready[key]
