@@ -48,17 +48,17 @@ RESULTS = Path(__file__).parent / "results"
 POLICIES = ["fifo", "random", "srsf", "las", "fair-share", "irs", "propius"]
 # Options override the default profile's plug-ins (policies/profiles/default.yaml): -x drops plug-in x, +x adds it.
 ABLATIONS: dict[str, dict[str, Any]] = {
-    "propius +scarce_first": {"class_order": True},
+    "propius -srsf": {"srsf": False},
     "propius -starvation_bound": {"starvation_bound": False},
+    "propius -fifo_lag": {"fifo_lag": False},
     "propius -doom_guard": {"doom_guard": False},
     "propius -straggler_guard": {"straggler_guard": False},
-    "propius -deadline_aware": {"deadline_aware": False},
-    "propius -availability_aware": {"availability_aware": False},
-    "propius -speed_tiers": {"speed_tiers": False},
-    "propius -tier_fit": {"speed_tiers.tier_fit": False},
-    "propius -task_tiers": {"speed_tiers.task_tiers": False},
-    "propius +longest_first": {"longest_first": True},
     "propius -fastest_wake": {"fastest_wake": False},
+    "propius +availability_aware": {"availability_aware": True},
+    "propius +speed_tiers": {"speed_tiers": True},
+    "propius +fifo_floor": {"fifo_floor": True},
+    "propius +scarce_first": {"class_order": True},
+    "propius +longest_first": {"longest_first": True},
     "propius +wait_for_faster": {"wait_for_faster": True},
     "propius +hold_for_tight": {"hold_for_tight": True},
 }
@@ -66,7 +66,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
 # objective an operator would pick for a batch of jobs that must all finish (docs/policies.md; the last one
 # is the `makespan` profile, policies/profiles/makespan.yaml): plain, with waiting for faster clients, and
 # with that and holding clients for a tight job's next round.
-MAKESPAN = {"longest_first": True, "class_order": True, "speed_tiers": False}
+MAKESPAN = {"longest_first": True, "class_order": True, "speed_tiers": False, "availability_aware": True}
 UTILIZATION_VARIANTS: dict[str, dict[str, Any]] = {
     "propius -speed_tiers": {"speed_tiers": False},
     "propius -fastest_wake": {"fastest_wake": False},
@@ -135,6 +135,12 @@ def merged(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[st
 
     fresh = {run_key(r) for r in new}
     return [r for r in old if run_key(r) not in fresh] + new
+
+
+def still_made(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of runs this benchmark still makes: an ablation or variant since dropped is not merged on."""
+    labels = {*POLICIES, *ABLATIONS, *UTILIZATION_VARIANTS, "static", "client-random"}
+    return [r for r in rows if r["policy"] in labels or r["policy"].startswith("propius @")]
 
 
 def as_metrics(row: dict[str, Any]) -> RunMetrics:
@@ -287,7 +293,7 @@ def main() -> None:
         with ThreadPoolExecutor(args.workers) as pool:
             rows = list(pool.map(run_child, tasks))
         if args.update and (args.out / "policies.json").exists():
-            rows = merged(json.loads((args.out / "policies.json").read_text()), rows)
+            rows = merged(still_made(json.loads((args.out / "policies.json").read_text())), rows)
 
     policy_rows = [r for r in rows if r["workload"] == "policy-20jobs" and r["clients"] == args.clients]
     util_rows = [r for r in rows if r["workload"] == "utilization-5jobs"]

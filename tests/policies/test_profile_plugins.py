@@ -68,7 +68,8 @@ def test_availability_aware_skips_clients_about_to_leave(view: Callable[..., Job
     assert offered(policy, jobs, leaving, now=950.0) == []  # 50 s left < 120 s task
     assert offered(policy, jobs, leaving, now=800.0) == ["j"]  # 200 s left
     assert offered(policy, jobs, leaving, now=1100.0) == ["j"]  # prediction already wrong
-    assert offered(PropiusPolicy(availability_aware=False), jobs, leaving, now=950.0) == ["j"]
+    assert offered(PropiusPolicy(), jobs, leaving, now=950.0) == ["j"]  # not in the default profile
+    assert offered(PropiusPolicy(availability_aware=True), jobs, leaving, now=950.0) == []
 
 
 def test_srsf_and_longest_first_sort_the_global_order(view: Callable[..., JobView]) -> None:
