@@ -77,6 +77,7 @@ UTILIZATION_VARIANTS: dict[str, dict[str, Any]] = {
         **MAKESPAN, "wait_for_faster": True, "hold_for_tight": True},
 }
 UTILIZATION_TARGET, BINDS_TARGET = 1.5, 2.0
+SCALE_LABEL = "propius @"  # + the client count: the one --scale run
 
 
 def run_child(task: dict[str, Any]) -> dict[str, Any]:
@@ -140,7 +141,7 @@ def merged(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[st
 def still_made(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of runs this benchmark still makes: an ablation or variant since dropped is not merged on."""
     labels = {*POLICIES, *ABLATIONS, *UTILIZATION_VARIANTS, "static", "client-random"}
-    return [r for r in rows if r["policy"] in labels or r["policy"].startswith("propius @")]
+    return [r for r in rows if r["policy"] in labels or r["policy"].startswith(SCALE_LABEL)]
 
 
 def as_metrics(row: dict[str, Any]) -> RunMetrics:
@@ -286,7 +287,7 @@ def main() -> None:
                           task("utilization-5jobs", "client-random", "fifo", n, s, mode="client-random",
                                availability="always")]
     if args.scale:
-        tasks.append(task("policy-20jobs", f"propius @{args.scale}", "propius", args.scale, 0))
+        tasks.append(task("policy-20jobs", f"{SCALE_LABEL}{args.scale}", "propius", args.scale, 0))
     if args.from_json:
         rows = json.loads(args.from_json.read_text())
     else:
