@@ -17,7 +17,9 @@ the same clients:
   round attempts beside FIFO's.
 
 Beside the policies runs FIFO again with a dropped client's slot freed 1 s later (``--no-noise`` leaves it
-out): the noise floor, how far one run moves from FIFO when nothing but a timing constant changes.
+out): the noise floor, how far one run moves from FIFO when nothing but a timing constant changes. With
+``--noise-of``, any policy's noise row is run the same way, and compared with that policy's own run rather
+than with FIFO: how far the policy moves from itself.
 
 Simulations run in parallel processes (``--workers``), or on a Ray cluster (``--ray ADDRESS``; Ray comes
 with the ``flwr[simulation]`` extra). Prints the tables, writes ``results/policy_robustness.json`` and
@@ -61,9 +63,11 @@ from propius.simulator.run import simulate  # noqa: E402
 RESULTS = Path(__file__).parent / "results"
 POLICIES = ["fifo", "random", "srsf", "las", "fair-share", "irs", "propius"]
 DEFAULT = "propius"
-# FIFO again with a dropped client's slot freed 1 s later: how far a run moves from FIFO when nothing but a
-# timing constant changes, the noise floor every other row is read against.
-NOISE = "fifo, lease +1 s"
+# A policy again with a dropped client's slot freed 1 s later: how far a run moves from the policy's own when
+# nothing but a timing constant changes. FIFO's is the noise floor every other row is read against.
+NOISE_LEASE_S = 1.0
+NOISE_SUFFIX = f", lease +{NOISE_LEASE_S:g} s"
+NOISE = f"fifo{NOISE_SUFFIX}"
 SLOWDOWN = 1.5  # a job slower than this against its FIFO JCT is listed
 # Sized so 40 workloads x 2 seeds x 7 policies fit in about an hour on 2 cores.
 FAMILY = WorkloadFamily(jobs=(5, 20), demand=(5, 200), rounds=(10, 100), clients=(2_000, 8_000))
@@ -82,10 +86,11 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     drawn = generate(WorkloadFamily.model_validate(task["family"]), task["family_seed"])
     model = PopulationModel(availability=AvailabilityModel(mode=drawn.availability), days=task["days"])
     started = time.perf_counter()
-    policy = load_profile(task["profile"]).policy() if task.get("profile") else task["policy"]
+    name = task["policy"].removesuffix(NOISE_SUFFIX)
+    policy = load_profile(task["profile"]).policy() if task.get("profile") else name
     config = SimConfig(seed=task["seed"])
-    if policy == NOISE:
-        policy, config = "fifo", SimConfig(seed=task["seed"], lease_s=config.lease_s + 1.0)
+    if name != task["policy"]:
+        config = SimConfig(seed=task["seed"], lease_s=config.lease_s + NOISE_LEASE_S)
     metrics, sim = simulate(drawn.workload, policy, drawn.workload.clients, task["seed"], config=config, model=model)
     jobs = []
     for job in sim.jobs:
@@ -127,13 +132,15 @@ def run_all(tasks: list[dict[str, Any]], workers: int, ray_address: str | None,
 
 
 def compare(rows: list[dict[str, Any]], policies: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-    """policy -> one entry per (workload, seed): ratios to FIFO and the breakdown deltas."""
-    fifo = {(r["family_seed"], r["seed"]): r for r in rows if r["policy"] == "fifo"}
+    """policy -> one entry per (workload, seed): ratios to FIFO (a noise row's: to its own policy's run) and the
+    breakdown deltas."""
+    runs = {(r["policy"], r["family_seed"], r["seed"]): r for r in rows}
     out: dict[str, list[dict[str, Any]]] = {}
     for policy in policies:
         entries = []
+        against = policy.removesuffix(NOISE_SUFFIX) if policy.endswith(NOISE_SUFFIX) else "fifo"
         for r in (r for r in rows if r["policy"] == policy):
-            base = fifo[(r["family_seed"], r["seed"])]
+            base = runs[(against, r["family_seed"], r["seed"])]
             base_jct = {j["name"]: j["jct_s"] for j in base["jobs"]}
             base_failed = {j["name"]: j["failed_attempts"] for j in base["jobs"]}
             avg, base_avg = statistics.fmean(j["jct_s"] for j in r["jobs"]), statistics.fmean(base_jct.values())
@@ -177,7 +184,11 @@ def tables(comparison: dict[str, list[dict[str, Any]]], tolerance: float) -> lis
         lines.append(f"| {policy} | {avg[0]:.3f} | {avg[1]:.3f} | {avg[2]:.3f} | {avg[3]:.3f} | {worst[1]:.2f}x "
                      f"| {worst[3]:.2f}x | {slow} of {len(entries)} | {losses} of {len(entries)} "
                      f"| {sum(e['unfinished'] > 0 for e in entries)} |")
-    for policy in (p for p in comparison if p == DEFAULT or p.startswith(PROFILE_PREFIX)):
+    if any(p.endswith(NOISE_SUFFIX) for p in comparison):
+        lines += ["", f"A row `POLICY{NOISE_SUFFIX}` is POLICY again with a dropped client's slot freed "
+                  f"{NOISE_LEASE_S:g} s later, compared with POLICY's own run (FIFO's is the noise floor)."]
+    for policy in (p for p in comparison if (p == DEFAULT or p.startswith(PROFILE_PREFIX))
+                   and not p.endswith(NOISE_SUFFIX)):
         losses = [e for e in comparison[policy] if e["avg_ratio"] > 1 + tolerance]
         lines += ["", f"Workloads where `{policy}` loses to FIFO by more than {tolerance:.0%}:"]
         lines += [f"- family seed {e['family_seed']} (run seed {e['seed']}, {e['structure']}, {e['arrival']}, "
@@ -225,6 +236,9 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=7, help="simulated horizon")
     parser.add_argument("--tolerance", type=float, default=0.02, help="a loss smaller than this is a tie")
     parser.add_argument("--no-noise", action="store_true", help=f"leave out the noise-floor row ({NOISE!r})")
+    parser.add_argument("--noise-of", nargs="+", default=[], metavar="POLICY",
+                        help="also run these policies (or profile:NAME) with the lease 1 s longer, each compared with "
+                             "its own run")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead of local processes")
     parser.add_argument("--out", type=Path, default=RESULTS / "policy_robustness.json")
@@ -237,9 +251,14 @@ def main() -> None:
     policies = ["fifo", *[p for p in args.policies if p != "fifo" and not p.startswith(PROFILE_PREFIX)], *profiles]
     if not args.no_noise:
         policies.append(NOISE)
+    unknown = [p for p in args.noise_of if p not in policies]
+    if unknown:
+        parser.error(f"--noise-of {' '.join(unknown)}: not among the policies run ({', '.join(policies)})")
+    policies += [f"{p}{NOISE_SUFFIX}" for p in args.noise_of if f"{p}{NOISE_SUFFIX}" not in policies]
     family = args.family.model_dump(mode="json")
     tasks = [{"family": family, "family_seed": args.family_seed + i, "seed": s, "policy": p, "days": args.days,
-              "profile": profiles.get(p)} for i in range(args.workloads) for s in args.seeds for p in policies]
+              "profile": profiles.get(p.removesuffix(NOISE_SUFFIX))}
+             for i in range(args.workloads) for s in args.seeds for p in policies]
     started = time.perf_counter()
     done = 0
 
