@@ -41,7 +41,7 @@ def test_a_bind_passes_over_the_oldest_older_round_ranked_after_it(view: Callabl
 def test_a_round_the_policy_would_not_offer_the_client_is_not_passed_over(view: Callable[..., JobView]) -> None:
     """Only the rounds the client could have taken count: not a full one, nor one of a class that does not
     admit it, nor one it joined, nor one a dispatch rule keeps from it (``doom_guard``: this round, open
-    90 s of its 100 with nobody bound, cannot fill)."""
+    90 s of its 100 with nobody bound while its class has 15 clients for its 13 slots, cannot fill)."""
     jobs = [
         view("old", registered_at=0.0, rounds_total=50, opened_at=0.0, deadline_at=100.0, expected_results=0.0),
         view("full", registered_at=10.0, rounds_total=50, bound=13),
@@ -50,7 +50,7 @@ def test_a_round_the_policy_would_not_offer_the_client_is_not_passed_over(view: 
         view("older", registered_at=40.0, rounds_total=50),
         view("new", registered_at=100.0, rounds_total=1),
     ]
-    ctx = SchedulingContext(now=90.0, supply_by_class={"{}": 50})
+    ctx = SchedulingContext(now=90.0, supply_by_class={"{}": 15})
     joined = lambda v: v.job_id == "joined"  # noqa: E731
     srsf = ProfilePolicy("t", [SmallestRemainingFirst()])
     ranked = ranked_offers({"ram": 4}, srsf.order(jobs, ctx), srsf, ctx, joined)

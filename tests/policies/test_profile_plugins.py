@@ -140,14 +140,23 @@ def test_doom_guard_stops_feeding_a_round_that_cannot_fill_in_time(view: Callabl
                     deadline_at=300.0, **TASK)
 
     policy = composed(DoomGuard())
-    # At 100 s with 20 binds (0.2/s): 20 + 0.2 x (300 - 100 - 120) = 36 < 100: doomed.
-    assert offered(policy, [round_(20)], SLOWISH, now=100.0, supply=500) == []
+    # Its class has 150 recent clients: enough for the supply test (0.9 x 100), fewer than spare_supply (1.5) x
+    # its 130 slots, so its rate is judged. At 100 s with 20 binds (0.2/s): 20 + 0.2 x (300 - 100 - 120) = 36
+    # < 100: doomed.
+    assert offered(policy, [round_(20)], SLOWISH, now=100.0, supply=150) == []
     # With 90 binds (0.9/s): 90 + 0.9 x 80 = 162 >= 100: worth feeding.
-    assert offered(policy, [round_(90)], SLOWISH, now=100.0, supply=500) == ["j"]
+    assert offered(policy, [round_(90)], SLOWISH, now=100.0, supply=150) == ["j"]
     # Before min_s (60 s) a round is never judged on its rate, even with no binds yet.
-    assert offered(policy, [round_(0)], SLOWISH, now=50.0, supply=500) == ["j"]
-    assert offered(composed(DoomGuard(min_s=120.0)), [round_(20)], SLOWISH, now=100.0, supply=500) == ["j"]
-    assert offered(PropiusPolicy(doom_guard=False, straggler_guard=False), [round_(20)], SLOWISH, now=100.0) == ["j"]
+    assert offered(policy, [round_(0)], SLOWISH, now=50.0, supply=150) == ["j"]
+    assert offered(composed(DoomGuard(min_s=120.0)), [round_(20)], SLOWISH, now=100.0, supply=150) == ["j"]
+    assert offered(PropiusPolicy(doom_guard=False, straggler_guard=False), [round_(20)], SLOWISH, now=100.0,
+                   supply=150) == ["j"]
+    # A class with 1.5 x 130 = 195 recent clients holds the clients the round needs: its rate is slow because
+    # they are on other rounds, which release them, so it is not judged on it; spare_supply=None judges it.
+    assert offered(policy, [round_(20)], SLOWISH, now=100.0, supply=194) == []
+    assert offered(policy, [round_(20)], SLOWISH, now=100.0, supply=195) == ["j"]
+    assert offered(PropiusPolicy(), [round_(20)], SLOWISH, now=100.0, supply=195) == ["j"]  # the default's 1.5
+    assert offered(composed(DoomGuard(spare_supply=None)), [round_(20)], SLOWISH, now=100.0, supply=500) == []
     # A snapshot without the round's open time never excludes anyone.
     assert offered(policy, [view("j", demand=100, bound=20, deadline_at=300.0, **TASK)], SLOWISH, now=100.0) == ["j"]
 
