@@ -73,6 +73,11 @@ SLOWDOWN = 1.5  # a job slower than this against its FIFO JCT is listed
 FAMILY = WorkloadFamily(jobs=(5, 20), demand=(5, 200), rounds=(10, 100), clients=(2_000, 8_000))
 
 
+def noise_of(label: str) -> str | None:
+    """The policy a noise row re-runs with the longer lease; None for a row that is not one."""
+    return label.removesuffix(NOISE_SUFFIX) if label.endswith(NOISE_SUFFIX) else None
+
+
 def family_arg(text: str) -> WorkloadFamily:
     """``--family``: the benchmark's family with the given fields replaced; refused naming a bad one."""
     try:
@@ -86,10 +91,10 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     drawn = generate(WorkloadFamily.model_validate(task["family"]), task["family_seed"])
     model = PopulationModel(availability=AvailabilityModel(mode=drawn.availability), days=task["days"])
     started = time.perf_counter()
-    name = task["policy"].removesuffix(NOISE_SUFFIX)
-    policy = load_profile(task["profile"]).policy() if task.get("profile") else name
+    rerun = noise_of(task["policy"])
+    policy = load_profile(task["profile"]).policy() if task.get("profile") else rerun or task["policy"]
     config = SimConfig(seed=task["seed"])
-    if name != task["policy"]:
+    if rerun is not None:
         config = SimConfig(seed=task["seed"], lease_s=config.lease_s + NOISE_LEASE_S)
     metrics, sim = simulate(drawn.workload, policy, drawn.workload.clients, task["seed"], config=config, model=model)
     jobs = []
@@ -138,7 +143,7 @@ def compare(rows: list[dict[str, Any]], policies: Iterable[str]) -> dict[str, li
     out: dict[str, list[dict[str, Any]]] = {}
     for policy in policies:
         entries = []
-        against = policy.removesuffix(NOISE_SUFFIX) if policy.endswith(NOISE_SUFFIX) else "fifo"
+        against = noise_of(policy) or "fifo"
         for r in (r for r in rows if r["policy"] == policy):
             base = runs[(against, r["family_seed"], r["seed"])]
             base_jct = {j["name"]: j["jct_s"] for j in base["jobs"]}
@@ -184,11 +189,11 @@ def tables(comparison: dict[str, list[dict[str, Any]]], tolerance: float) -> lis
         lines.append(f"| {policy} | {avg[0]:.3f} | {avg[1]:.3f} | {avg[2]:.3f} | {avg[3]:.3f} | {worst[1]:.2f}x "
                      f"| {worst[3]:.2f}x | {slow} of {len(entries)} | {losses} of {len(entries)} "
                      f"| {sum(e['unfinished'] > 0 for e in entries)} |")
-    if any(p.endswith(NOISE_SUFFIX) for p in comparison):
+    if any(noise_of(p) for p in comparison):
         lines += ["", f"A row `POLICY{NOISE_SUFFIX}` is POLICY again with a dropped client's slot freed "
                   f"{NOISE_LEASE_S:g} s later, compared with POLICY's own run (FIFO's is the noise floor)."]
     for policy in (p for p in comparison if (p == DEFAULT or p.startswith(PROFILE_PREFIX))
-                   and not p.endswith(NOISE_SUFFIX)):
+                   and noise_of(p) is None):
         losses = [e for e in comparison[policy] if e["avg_ratio"] > 1 + tolerance]
         lines += ["", f"Workloads where `{policy}` loses to FIFO by more than {tolerance:.0%}:"]
         lines += [f"- family seed {e['family_seed']} (run seed {e['seed']}, {e['structure']}, {e['arrival']}, "
@@ -257,7 +262,7 @@ def main() -> None:
     policies += [f"{p}{NOISE_SUFFIX}" for p in args.noise_of if f"{p}{NOISE_SUFFIX}" not in policies]
     family = args.family.model_dump(mode="json")
     tasks = [{"family": family, "family_seed": args.family_seed + i, "seed": s, "policy": p, "days": args.days,
-              "profile": profiles.get(p.removesuffix(NOISE_SUFFIX))}
+              "profile": profiles.get(noise_of(p) or p)}
              for i in range(args.workloads) for s in args.seeds for p in policies]
     started = time.perf_counter()
     done = 0

@@ -34,7 +34,7 @@ from pydantic import Field
 from policies.base import JobView, SchedulingContext
 from policies.options import NonNegative, Positive
 from policies.plugins.base import OfferFilter
-from policies.plugins.rounds import client_task_s
+from policies.plugins.rounds import client_task_s, has_spare_supply
 
 __all__ = ["DoomGuard"]
 
@@ -53,7 +53,7 @@ class DoomGuard(OfferFilter):
         elapsed = ctx.now - job.opened_at
         if elapsed < self.min_s:
             return True
-        if self.spare_supply is not None and ctx.class_supply(job) >= self.spare_supply * job.target:
+        if has_spare_supply(job, ctx, self.spare_supply):
             return True
         have = job.expected_results if job.expected_results is not None else float(job.bound)
         if have >= job.demand:

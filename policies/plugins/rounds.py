@@ -6,7 +6,7 @@ import math
 
 from policies.base import JobView, SchedulingContext
 
-__all__ = ["client_task_s", "expected_close", "round_limit_s"]
+__all__ = ["client_task_s", "expected_close", "has_spare_supply", "round_limit_s"]
 
 
 def round_limit_s(job: JobView) -> float | None:
@@ -27,3 +27,9 @@ def expected_close(job: JobView, response_factor: float = 1.0) -> float | None:
 def client_task_s(job: JobView, ctx: SchedulingContext) -> float | None:
     """The checking-in client's predicted seconds for one task of ``job``; None when not known."""
     return ctx.client.task_s(job) if ctx.client is not None else None
+
+
+def has_spare_supply(job: JobView, ctx: SchedulingContext, factor: float | None) -> bool:
+    """Whether ``job``'s class has at least ``factor`` x its round's slots of recent clients, so the round can do
+    without any one of them; False when ``factor`` is None (the test off)."""
+    return factor is not None and ctx.class_supply(job) >= factor * job.target

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from policies.base import JobView, SchedulingContext
 from policies.plugins.base import OfferFilter
-from policies.plugins.rounds import client_task_s, expected_close
+from policies.plugins.rounds import client_task_s, expected_close, has_spare_supply
 
 __all__ = ["StragglerGuard"]
 
@@ -38,8 +38,7 @@ class StragglerGuard(OfferFilter):
     def keeps(self, job: JobView, ctx: SchedulingContext) -> bool:
         if job.bound >= job.demand:
             task_s = client_task_s(job, ctx)
-        elif ctx.client is not None and self.spare_supply is not None and (
-                ctx.class_supply(job) >= self.spare_supply * job.target):
+        elif ctx.client is not None and has_spare_supply(job, ctx, self.spare_supply):
             task_s = ctx.client.task_floor_s(job)
         else:
             return True
