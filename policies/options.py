@@ -11,8 +11,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-__all__ = ["Fraction", "NonNegative", "Positive"]
+__all__ = ["AtLeastOne", "Fraction", "NonNegative", "Positive"]
 
+AtLeastOne = Annotated[float, Field(ge=1.0)]  # a factor on a quantity that may not shrink it
 Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
 NonNegative = Annotated[float, Field(ge=0.0)]
 Positive = Annotated[float, Field(gt=0.0)]

@@ -27,12 +27,10 @@ Two tests, either of which keeps a client from the round (it stays free for a ro
 from __future__ import annotations
 
 import math
-from typing import Annotated, ClassVar
-
-from pydantic import Field
+from typing import ClassVar
 
 from policies.base import JobView, SchedulingContext
-from policies.options import NonNegative, Positive
+from policies.options import AtLeastOne, NonNegative, Positive
 from policies.plugins.base import OfferFilter
 from policies.plugins.rounds import client_task_s, has_spare_supply
 
@@ -43,7 +41,7 @@ class DoomGuard(OfferFilter):
     name: ClassVar[str] = "doom_guard"
     min_s: NonNegative = 60.0
     supply_floor: Positive | None = 0.9
-    spare_supply: Annotated[float, Field(ge=1.0)] | None = 1.5
+    spare_supply: AtLeastOne | None = 1.5
 
     def keeps(self, job: JobView, ctx: SchedulingContext) -> bool:
         if job.opened_at is None or math.isinf(job.deadline_at):

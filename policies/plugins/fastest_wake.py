@@ -19,12 +19,11 @@ waiter instead woke a broad round's slowest phones, whose tasks outlast the roun
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, ClassVar
-
-from pydantic import Field
+from typing import ClassVar
 
 from policies.base import ClientEstimate, JobView
 from policies.irs import fastest_first
+from policies.options import AtLeastOne
 from policies.plugins.base import WakePlugin
 
 __all__ = ["FastestWake"]
@@ -32,7 +31,7 @@ __all__ = ["FastestWake"]
 
 class FastestWake(WakePlugin):
     name: ClassVar[str] = "fastest_wake"
-    narrower_penalty: Annotated[float, Field(ge=1.0)] = 1.5
+    narrower_penalty: AtLeastOne = 1.5
 
     @property
     def wake_narrower_penalty(self) -> float:

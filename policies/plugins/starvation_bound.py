@@ -25,11 +25,10 @@ once, which fails more rounds.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
-
-from pydantic import Field
+from typing import ClassVar
 
 from policies.base import JobView, SchedulingContext
+from policies.options import AtLeastOne
 from policies.plugins.base import PromotePlugin
 from policies.plugins.rounds import round_limit_s
 
@@ -38,7 +37,7 @@ __all__ = ["StarvationBound"]
 
 class StarvationBound(PromotePlugin):
     name: ClassVar[str] = "starvation_bound"
-    slowdown: Annotated[float, Field(ge=1.0)] = 8.0
+    slowdown: AtLeastOne = 8.0
 
     def due_at(self, job: JobView) -> float | None:
         """When the job's current round is due; None when its round's time limit is not known."""

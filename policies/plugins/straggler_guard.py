@@ -24,6 +24,7 @@ from typing import Annotated, ClassVar
 from pydantic import Field
 
 from policies.base import JobView, SchedulingContext
+from policies.options import AtLeastOne
 from policies.plugins.base import OfferFilter
 from policies.plugins.rounds import client_task_s, expected_close, has_spare_supply
 
@@ -33,7 +34,7 @@ __all__ = ["StragglerGuard"]
 class StragglerGuard(OfferFilter):
     name: ClassVar[str] = "straggler_guard"
     slack: Annotated[float, Field(gt=-1.0)] = 0.2
-    spare_supply: Annotated[float, Field(ge=1.0)] | None = 2.0
+    spare_supply: AtLeastOne | None = 2.0
 
     def keeps(self, job: JobView, ctx: SchedulingContext) -> bool:
         if job.bound >= job.demand:
