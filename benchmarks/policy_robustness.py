@@ -30,6 +30,13 @@ with the ``flwr[simulation]`` extra). Prints the tables, writes ``results/policy
     python benchmarks/policy_robustness.py --policies fifo propius --profile my-profile.yaml   # compare profiles
     python benchmarks/policy_robustness.py --policies fifo propius --family '{"jobs": [5, 40]}'   # larger workloads
 
+``--suite FILE`` runs several families in one sweep instead of one (``benchmarks/families.yaml``: every family of
+docs/policies.md's family table, with its family seeds and run seeds): each family's tables, then one line per
+family for the default and each profile (median, worst run, runs losing, runs with a job above 1.5x, each beside
+FIFO's noise) and the totals.
+
+    python benchmarks/policy_robustness.py --policies fifo propius --suite benchmarks/families.yaml
+
 A profile (``--profile FILE``, repeatable, or a policy named ``profile:FILE``) runs as the policy
 ``profile:NAME``; the profile travels inline with each task, so Ray workers need not see the file. The
 losses to FIFO are explained for the default policy and for every profile.
@@ -48,6 +55,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # This file shares a folder with ``policies.py``: keep the folder off the import path (the package wins).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
@@ -71,6 +81,42 @@ NOISE = f"fifo{NOISE_SUFFIX}"
 SLOWDOWN = 1.5  # a job slower than this against its FIFO JCT is listed
 # Sized so 40 workloads x 2 seeds x 7 policies fit in about an hour on 2 cores.
 FAMILY = WorkloadFamily(jobs=(5, 20), demand=(5, 200), rounds=(10, 100), clients=(2_000, 8_000))
+
+
+class SuiteFamily(BaseModel):
+    """One family of a ``--suite`` file: its parameters over the benchmark's (``FAMILY``), its first family seed,
+    how many workloads and which run seeds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    family: dict[str, Any] = Field(default_factory=dict)
+    family_seed: int
+    workloads: int = Field(default=40, ge=1)
+    seeds: tuple[int, ...] = Field(default=(0, 1), min_length=1)
+
+    def drawn_from(self) -> WorkloadFamily:
+        return WorkloadFamily.model_validate({**FAMILY.model_dump(), **self.family})
+
+    def label(self) -> str:
+        """Its family seeds and parameters, as a table's two cells."""
+        changed = f"`{json.dumps(self.family)}`" if self.family else "the benchmark's"
+        return f"{self.family_seed}-{self.family_seed + self.workloads - 1} | {changed}"
+
+
+def load_suite(path: Path) -> list[SuiteFamily]:
+    """The families of a suite file (a YAML list of :class:`SuiteFamily`); ValueError names a bad entry."""
+    entries = yaml.safe_load(path.read_text())
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"{path}: expected a non-empty list of families")
+    suite = []
+    for index, entry in enumerate(entries):
+        try:
+            family = SuiteFamily.model_validate(entry)
+            family.drawn_from()
+        except ValidationError as error:
+            raise ValueError(f"{path}: family {index + 1}: {error}") from None
+        suite.append(family)
+    return suite
 
 
 def noise_of(label: str) -> str | None:
@@ -108,7 +154,8 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
             "failed_attempts": sum(not r.succeeded for r in job.history),
             "lost_to_newer_s": job.timings.lost_to_newer_s,
         })
-    return {**{k: task[k] for k in ("family_seed", "seed", "policy")}, "structure": drawn.structure,
+    return {**{k: task[k] for k in ("family_seed", "seed", "policy")}, "part": task.get("part", 0),
+            "structure": drawn.structure,
             "arrival": drawn.arrival, "clients": drawn.workload.clients, "jobs": jobs,
             "unfinished": metrics.unfinished, "wall_s": time.perf_counter() - started}
 
@@ -184,16 +231,14 @@ def tables(comparison: dict[str, list[dict[str, Any]]], tolerance: float) -> lis
              "|---" * 10 + "|"]
     for policy, entries in comparison.items():
         avg, worst = quantiles([e["avg_ratio"] for e in entries]), quantiles([e["worst_ratio"] for e in entries])
-        losses = sum(e["avg_ratio"] > 1 + tolerance for e in entries)
-        slow = sum(e["worst_ratio"] > SLOWDOWN for e in entries)
+        losses, slow = misses(entries, tolerance)
         lines.append(f"| {policy} | {avg[0]:.3f} | {avg[1]:.3f} | {avg[2]:.3f} | {avg[3]:.3f} | {worst[1]:.2f}x "
                      f"| {worst[3]:.2f}x | {slow} of {len(entries)} | {losses} of {len(entries)} "
                      f"| {sum(e['unfinished'] > 0 for e in entries)} |")
     if any(noise_of(p) for p in comparison):
         lines += ["", f"A row `POLICY{NOISE_SUFFIX}` is POLICY again with a dropped client's slot freed "
                   f"{NOISE_LEASE_S:g} s later, compared with POLICY's own run (FIFO's is the noise floor)."]
-    for policy in (p for p in comparison if (p == DEFAULT or p.startswith(PROFILE_PREFIX))
-                   and noise_of(p) is None):
+    for policy in judged(comparison):
         losses = [e for e in comparison[policy] if e["avg_ratio"] > 1 + tolerance]
         lines += ["", f"Workloads where `{policy}` loses to FIFO by more than {tolerance:.0%}:"]
         lines += [f"- family seed {e['family_seed']} (run seed {e['seed']}, {e['structure']}, {e['arrival']}, "
@@ -206,6 +251,46 @@ def tables(comparison: dict[str, list[dict[str, Any]]], tolerance: float) -> lis
                   f"{e['worst_job']} {e['worst_ratio']:.2f}x, +{e['worst_extra_s']:,.0f} s, of which "
                   f"{e['worst_lost_to_newer_s']:,.0f} s lost to newer jobs; {e['worst_failed_attempts'][0]} failed "
                   f"round attempts (FIFO: {e['worst_failed_attempts'][1]})" for e in slow] or ["- none"]
+    return lines
+
+
+def misses(entries: list[dict[str, Any]], tolerance: float) -> tuple[int, int]:
+    """Runs losing to their baseline by more than ``tolerance``, and runs with a job above ``SLOWDOWN`` x its
+    baseline JCT."""
+    return (sum(e["avg_ratio"] > 1 + tolerance for e in entries), sum(e["worst_ratio"] > SLOWDOWN for e in entries))
+
+
+def judged(policies: Iterable[str]) -> list[str]:
+    """The policies whose losses are explained: the default and every profile, not their noise rows."""
+    return [p for p in policies if (p == DEFAULT or p.startswith(PROFILE_PREFIX)) and noise_of(p) is None]
+
+
+def suite_table(suite: list[SuiteFamily], comparisons: list[dict[str, list[dict[str, Any]]]],
+                tolerance: float) -> list[str]:
+    """One line per family for the default and each profile, FIFO's noise row in brackets (where it ran), and
+    the totals."""
+    lines: list[str] = []
+    for policy in judged(comparisons[0]):
+        lines += ["", f"`{policy}` on each family, `{NOISE}` in brackets:", "",
+                  f"| family seeds | family | median | worst run | runs losing > {tolerance:.0%} [noise] "
+                  f"| runs with a job > {SLOWDOWN}x [noise] (worst job) |", "|---" * 6 + "|"]
+        runs = losing = slow = 0
+        noise_losing = noise_slow = 0
+        worst_run = worst_job = 0.0
+        for part, comparison in zip(suite, comparisons, strict=True):
+            entries, noise = comparison[policy], comparison.get(NOISE, [])
+            count, noise_count = misses(entries, tolerance), misses(noise, tolerance)
+            bracket = [f"[{n}]" if noise else "[-]" for n in noise_count]
+            ratios = [e["avg_ratio"] for e in entries]
+            job = max(e["worst_ratio"] for e in entries)
+            lines.append(f"| {part.label()} | {statistics.median(ratios):.3f} | {max(ratios):.3f} "
+                         f"| {count[0]} {bracket[0]} of {len(entries)} | {count[1]} {bracket[1]} of {len(entries)} "
+                         f"({job:.2f}x) |")
+            runs, losing, slow = runs + len(entries), losing + count[0], slow + count[1]
+            noise_losing, noise_slow = noise_losing + noise_count[0], noise_slow + noise_count[1]
+            worst_run, worst_job = max(worst_run, max(ratios)), max(worst_job, job)
+        lines.append(f"| all | {len(suite)} families | | {worst_run:.3f} | {losing} [{noise_losing}] of {runs} "
+                     f"| {slow} [{noise_slow}] of {runs} ({worst_job:.2f}x) |")
     return lines
 
 
@@ -234,6 +319,9 @@ def main() -> None:
                         help="family parameters (WorkloadFamily's fields) over the benchmark's, e.g. "
                              "'{\"jobs\": [5, 40], \"clients\": [2000, 20000]}'")
     parser.add_argument("--family-seed", type=int, default=1000, help="first family seed (workload i: this + i)")
+    parser.add_argument("--suite", type=Path, metavar="FILE", help="several families in one sweep (a YAML list of "
+                        "family, family_seed, workloads, seeds; e.g. benchmarks/families.yaml) in place of --family, "
+                        "--family-seed, --workloads and --seeds")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="client-trace seeds")
     parser.add_argument("--policies", nargs="+", default=POLICIES, help="policy names, or profile:FILE")
     parser.add_argument("--profile", type=Path, action="append", default=[], help="a policy profile YAML to run "
@@ -260,10 +348,19 @@ def main() -> None:
     if unknown:
         parser.error(f"--noise-of {' '.join(unknown)}: not among the policies run ({', '.join(policies)})")
     policies += [f"{p}{NOISE_SUFFIX}" for p in args.noise_of if f"{p}{NOISE_SUFFIX}" not in policies]
-    family = args.family.model_dump(mode="json")
-    tasks = [{"family": family, "family_seed": args.family_seed + i, "seed": s, "policy": p, "days": args.days,
-              "profile": profiles.get(noise_of(p) or p)}
-             for i in range(args.workloads) for s in args.seeds for p in policies]
+    if args.suite:
+        try:
+            suite = load_suite(args.suite)
+        except (OSError, ValueError) as error:
+            parser.error(f"--suite: {error}")
+    else:
+        benchmark = FAMILY.model_dump(mode="json")
+        changed = {k: v for k, v in args.family.model_dump(mode="json").items() if v != benchmark[k]}
+        suite = [SuiteFamily(family=changed, family_seed=args.family_seed, workloads=args.workloads,
+                             seeds=tuple(args.seeds))]
+    tasks = [{"family": part.drawn_from().model_dump(mode="json"), "family_seed": part.family_seed + i, "seed": s,
+              "policy": p, "days": args.days, "profile": profiles.get(noise_of(p) or p), "part": k}
+             for k, part in enumerate(suite) for i in range(part.workloads) for s in part.seeds for p in policies]
     started = time.perf_counter()
     done = 0
 
@@ -275,16 +372,25 @@ def main() -> None:
               flush=True)
 
     rows = run_all(tasks, args.workers, args.ray, progress)
-    comparison = compare(rows, policies)
-    lines = tables(comparison, args.tolerance)
+    comparisons = [compare([r for r in rows if r["part"] == k], policies) for k in range(len(suite))]
+    lines: list[str] = []
+    for part, comparison in zip(suite, comparisons, strict=True):
+        lines += [f"\n## family seeds {part.label()}\n"] if len(suite) > 1 else []
+        lines += tables(comparison, args.tolerance)
+    if len(suite) > 1:
+        lines += ["", "## every family", *suite_table(suite, comparisons, args.tolerance)]
     print("\n".join(lines))
+    families = [{"family": part.drawn_from().model_dump(mode="json"),
+                 "family_seeds": [part.family_seed, part.family_seed + part.workloads - 1], "seeds": list(part.seeds),
+                 "comparison": comparison} for part, comparison in zip(suite, comparisons, strict=True)]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
-        "family": family, "family_seeds": [args.family_seed, args.family_seed + args.workloads - 1],
-        "seeds": args.seeds, "tolerance": args.tolerance, "wall_s": time.perf_counter() - started,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores", "comparison": comparison, "runs": rows,
+        **(families[0] if len(suite) == 1 else {"families": families}), "tolerance": args.tolerance,
+        "wall_s": time.perf_counter() - started, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "runs": rows,
     }, indent=1))
-    plot(comparison, args.out.with_name("policy-robustness.png"))
+    pooled = {p: [e for comparison in comparisons for e in comparison[p]] for p in policies}
+    plot(pooled, args.out.with_name("policy-robustness.png"))
     print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
 
 
