@@ -124,12 +124,14 @@ def noise_of(label: str) -> str | None:
     return label.removesuffix(NOISE_SUFFIX) if label.endswith(NOISE_SUFFIX) else None
 
 
-def family_arg(text: str) -> WorkloadFamily:
-    """``--family``: the benchmark's family with the given fields replaced; refused naming a bad one."""
+def family_arg(text: str) -> dict[str, Any]:
+    """``--family``: the fields that replace the benchmark family's; refused naming a bad one."""
     try:
-        return WorkloadFamily.model_validate({**FAMILY.model_dump(), **json.loads(text)})
-    except ValueError as error:  # bad JSON, or a field out of range
+        changed = json.loads(text)
+        SuiteFamily(family=changed, family_seed=0).drawn_from()
+    except ValueError as error:  # bad JSON, not an object, or a field out of range
         raise argparse.ArgumentTypeError(str(error)) from None
+    return changed
 
 
 def run_one(task: dict[str, Any]) -> dict[str, Any]:
@@ -315,7 +317,7 @@ def plot(comparison: dict[str, list[dict[str, Any]]], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", type=int, default=40)
-    parser.add_argument("--family", type=family_arg, default=FAMILY, metavar="JSON",
+    parser.add_argument("--family", type=family_arg, default={}, metavar="JSON",
                         help="family parameters (WorkloadFamily's fields) over the benchmark's, e.g. "
                              "'{\"jobs\": [5, 40], \"clients\": [2000, 20000]}'")
     parser.add_argument("--family-seed", type=int, default=1000, help="first family seed (workload i: this + i)")
@@ -354,12 +356,11 @@ def main() -> None:
         except (OSError, ValueError) as error:
             parser.error(f"--suite: {error}")
     else:
-        benchmark = FAMILY.model_dump(mode="json")
-        changed = {k: v for k, v in args.family.model_dump(mode="json").items() if v != benchmark[k]}
-        suite = [SuiteFamily(family=changed, family_seed=args.family_seed, workloads=args.workloads,
+        suite = [SuiteFamily(family=args.family, family_seed=args.family_seed, workloads=args.workloads,
                              seeds=tuple(args.seeds))]
-    tasks = [{"family": part.drawn_from().model_dump(mode="json"), "family_seed": part.family_seed + i, "seed": s,
-              "policy": p, "days": args.days, "profile": profiles.get(noise_of(p) or p), "part": k}
+    drawn = [part.drawn_from().model_dump(mode="json") for part in suite]
+    tasks = [{"family": drawn[k], "family_seed": part.family_seed + i, "seed": s, "policy": p, "days": args.days,
+              "profile": profiles.get(noise_of(p) or p), "part": k}
              for k, part in enumerate(suite) for i in range(part.workloads) for s in part.seeds for p in policies]
     started = time.perf_counter()
     done = 0
@@ -380,9 +381,9 @@ def main() -> None:
     if len(suite) > 1:
         lines += ["", "## every family", *suite_table(suite, comparisons, args.tolerance)]
     print("\n".join(lines))
-    families = [{"family": part.drawn_from().model_dump(mode="json"),
-                 "family_seeds": [part.family_seed, part.family_seed + part.workloads - 1], "seeds": list(part.seeds),
-                 "comparison": comparison} for part, comparison in zip(suite, comparisons, strict=True)]
+    families = [{"family": family, "family_seeds": [part.family_seed, part.family_seed + part.workloads - 1],
+                 "seeds": list(part.seeds), "comparison": comparison}
+                for part, family, comparison in zip(suite, drawn, comparisons, strict=True)]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         **(families[0] if len(suite) == 1 else {"families": families}), "tolerance": args.tolerance,

@@ -21,7 +21,7 @@ def test_the_shipped_suite_is_the_docs_family_table() -> None:
     rows = {row.split("|")[1].strip(): row for row in section.splitlines() if re.match(r"\| \d+-\d+ \|", row)}
     assert len(rows) == len(suite)
     for family in suite:
-        seeds, described = (cell.strip() for cell in family.label().split("|"))
+        seeds = family.label().split("|")[0].strip()
         assert seeds in rows, seeds
         cell = rows[seeds].split("|")[2]
         if family.family:
