@@ -317,7 +317,10 @@ class Simulation:
         missed = self._woken.settled(client, None if job is None else (job.index, job.token))
         if missed is not None:  # woken for another round and did not take it: that round wakes one more
             other = self.jobs[missed[0]]
-            if other.state == "open" and other.token == missed[1] and other.open_slots > 0:
+            free = other.state == "open" and other.token == missed[1] and other.open_slots > 0
+            if job is not None or not free:
+                self._woken.lost(client, missed)
+            if free:
                 self._woken.declined(client, missed)
                 self._wake(other, 1)
 

@@ -150,6 +150,30 @@ async def test_a_woken_client_that_declines_hands_its_slot_to_a_waiter_not_woken
     assert order("slow") < order("fast") == order("mid") == math.inf
 
 
+async def test_a_woken_client_that_lost_the_race_is_woken_again_when_the_slot_frees(plane, stubs, wait_for):
+    """The 1-slot round wakes the two fastest; fast binds, mid finds the round full and waits again. When fast
+    releases its slot, the round's wake includes mid, the fastest waiter, not only clients it never woke."""
+    job_id, token = await stubs.register(name="raced", demand=1, over_selection=1.0)
+    polls = await three_waiters(plane, stubs, wait_for)
+    await stubs.start_round(job_id, token)
+    fast, mid = await asyncio.wait_for(asyncio.gather(polls["fast"], polls["mid"]), 3.0)
+    bound = await stubs.accept("fast", fast.session_token, fast.offers[0].offer_id)
+    assert bound.bound
+    assert not (await stubs.accept("mid", mid.session_token, mid.offers[0].offer_id)).bound
+    again = asyncio.create_task(stubs.check_in("mid", wait_s=5.0, cpu_f=8))
+
+    async def both_waiting() -> bool:
+        return len(plane.binder.waiting) == 2
+
+    await wait_for(both_waiting, what="mid to wait beside slow")
+    released = await stubs.clients.Release(pb.ReleaseRequest(client_id="fast", session_token=fast.session_token,
+                                                             job_id=job_id, round=bound.round))
+    assert released.released
+    woken = await asyncio.wait_for(again, 3.0)  # well before its wait_s: the freed slot woke it
+    assert [offer.job_id for offer in woken.offers] == [job_id]
+    polls["slow"].cancel()
+
+
 async def test_a_burst_of_unary_check_ins_is_served_whole(stubs):
     """2,000 check-ins at once on one channel: every one is answered (gRPC's queue of calls not yet taken
     up by the event loop used to cancel its overflow with CANCELLED, logging nothing)."""

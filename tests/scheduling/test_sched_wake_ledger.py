@@ -29,6 +29,24 @@ def test_a_client_that_declined_or_went_elsewhere_hands_the_slot_back() -> None:
     assert ledger.settled("c", None) is None  # never woken
 
 
+def test_a_client_that_lost_the_race_may_be_woken_again_a_decliner_may_not() -> None:
+    """A woken client that found no free slot, or took another round, leaves the attempt's skip set, so a slot
+    the attempt frees later may wake it; one that left a free slot untaken stays passed over."""
+    ledger: WakeLedger[str, tuple[str, int, int]] = WakeLedger()
+    ledger.woke("job", R0, ["a", "b", "c"])
+    assert ledger.settled("a", None) == R0
+    ledger.lost("a", R0)  # the driver saw R0 full when a came back: the race was lost, not declined
+    assert ledger.settled("b", OTHER) == R0
+    ledger.lost("b", R0)  # bound to another job's round: free again once that task ends
+    ledger.offered("c", ["job"])
+    assert ledger.settled("c", None) == R0
+    ledger.declined("c", R0)  # R0 had a free slot and c took nothing
+    assert ledger.skip(R0) == {"c"}
+    ledger.lost("c", R1)  # an attempt that never woke it: nothing to forget
+    ledger.ended(R0)
+    assert not (ledger._woken or ledger._woken_for or ledger._job_of or ledger._latest or ledger._offered)
+
+
 def test_an_ended_attempt_and_a_job_s_older_attempts_are_forgotten() -> None:
     ledger: WakeLedger[str, tuple[str, int, int]] = WakeLedger()
     ledger.woke("job", R0, ["a"])

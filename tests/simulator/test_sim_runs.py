@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from policies import load_policy
 from propius.simulator import PopulationModel, SimConfig, Workload, simulate
 from propius.simulator.availability import AvailabilityModel
+from propius.simulator.engine import Simulation
+from propius.simulator.population import Population
 
 
 def every_bind(workload: Workload) -> int:
@@ -63,3 +68,23 @@ def test_utilization_counts_only_work_for_completed_rounds(tiny: Workload) -> No
         finished = [job.finished_at for job in sim.jobs if job.finished_at is not None]
         start = min(job.workload.arrival_s for job in sim.jobs)
         assert abs(metrics.makespan_s - (max(finished) - start)) < 1e-6  # up to the last completion
+
+
+def test_a_client_that_lost_the_race_for_a_slot_takes_it_when_the_slot_frees() -> None:
+    """Hand-made: the job's 1-slot round (at 1 s) wakes both waiters. a binds; b finds the round full and waits.
+    a goes offline at 5 s, mid-task; at 5 s + lease its slot frees and wakes b, which binds then, so the round's
+    one attempt succeeds when b's task ends. (Passed over as a client the attempt had woken, b would sleep until
+    the attempt's deadline failed it.)"""
+    workload = Workload.model_validate({"name": "race", "clients": 2, "jobs": [{
+        "name": "j", "arrival_s": 1.0, "demand": 1, "rounds": 1, "over_selection": 1.0, "schedule_timeout_s": 600,
+        "execution_timeout_s": 3600, "model_size_kbit": 1000, "local_steps": 1, "batch_size": 10,
+        "requirements": {"public": {"cpu_f": {"min": 1}}}}]})
+    population = Population(profiles=[{"cpu_f": 8.0}] * 2, private=[{}] * 2, s_per_sample=[1.0, 0.1],
+                            bandwidth_kbps=[1000.0] * 2, windows=[[(0.0, 5.0)], [(0.5, 86_400.0)]],
+                            horizon_s=86_400.0)
+    sim = Simulation(workload, population, load_policy("fifo"), SimConfig(seed=0))
+    sim.run()
+    job = sim.jobs[0]
+    assert sim.dropped == 1 and [r.succeeded for r in job.history] == [True]
+    download, train, upload = population.task_s(1, job.spec.task.work_samples, 1000)
+    assert job.finished_at == pytest.approx(5.0 + sim.config.lease_s + download + train + upload)
