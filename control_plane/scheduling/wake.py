@@ -124,8 +124,8 @@ class WakeLedger(Generic[C, A]):
             woken.add(client)
 
     def skip(self, attempt: A) -> AbstractSet[C]:
-        """The clients ``attempt`` woke already, which its next wake passes over (a view, not a copy: read it
-        before the next :meth:`woke`)."""
+        """The clients ``attempt`` woke already, less those that lost the race (:meth:`lost`), which its next wake
+        passes over (a view, not a copy: read it before the next :meth:`woke`)."""
         return self._woken.get(attempt, frozenset())
 
     def settled(self, client: C, took: A | None) -> A | None:
