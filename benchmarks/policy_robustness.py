@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # This file shares a folder with ``policies.py``: keep the folder off the import path (the package wins).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
@@ -94,6 +94,12 @@ class SuiteFamily(BaseModel):
     workloads: int = Field(default=40, ge=1)
     seeds: tuple[int, ...] = Field(default=(0, 1), min_length=1)
 
+    @model_validator(mode="after")
+    def _family_in_range(self) -> SuiteFamily:
+        """Refuse, at construction, parameters the workload generator would refuse."""
+        self.drawn_from()
+        return self
+
     def drawn_from(self) -> WorkloadFamily:
         return WorkloadFamily.model_validate({**FAMILY.model_dump(), **self.family})
 
@@ -111,11 +117,9 @@ def load_suite(path: Path) -> list[SuiteFamily]:
     suite = []
     for index, entry in enumerate(entries):
         try:
-            family = SuiteFamily.model_validate(entry)
-            family.drawn_from()
+            suite.append(SuiteFamily.model_validate(entry))
         except ValidationError as error:
             raise ValueError(f"{path}: family {index + 1}: {error}") from None
-        suite.append(family)
     return suite
 
 
@@ -128,7 +132,7 @@ def family_arg(text: str) -> dict[str, Any]:
     """``--family``: the fields that replace the benchmark family's; refused naming a bad one."""
     try:
         changed = json.loads(text)
-        SuiteFamily(family=changed, family_seed=0).drawn_from()
+        SuiteFamily(family=changed, family_seed=0)
     except ValueError as error:  # bad JSON, not an object, or a field out of range
         raise argparse.ArgumentTypeError(str(error)) from None
     return changed

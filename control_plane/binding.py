@@ -256,19 +256,10 @@ class Binder:
         self._woken.woke(job.job_id, key, woken)
 
     def _settled(self, client_id: str, took: tuple[str, int, int] | None) -> None:
-        """A woken client checked in again or bound (to ``took``): if it left the round it was woken for with
-        a free slot, the round wakes another waiter, and the ledger notes whether it declined that job
-        (:meth:`WakeLedger.declined`); if it found the round full, or took another, a slot the round frees later
-        may wake it again (:meth:`WakeLedger.lost`)."""
-        missed = self._woken.settled(client_id, took)
-        if missed is None:
-            return
-        free = self._scheduler.open_slots(*missed) > 0
-        if took is not None or not free:
-            self._woken.lost(client_id, missed)
-        if not free:
-            return
-        self._woken.declined(client_id, missed)
-        job = self._jobs.cached(missed[0])
+        """A woken client checked in again or bound (to ``took``): if it left the round it was woken for with a
+        free slot, the round wakes another waiter (the ledger tells lost races from declines:
+        :meth:`WakeLedger.settled`)."""
+        missed = self._woken.settled(client_id, took, lambda attempt: self._scheduler.open_slots(*attempt) > 0)
+        job = None if missed is None else self._jobs.cached(missed[0])
         if job is not None and self.waiting:
             self._wake(job, missed[1], missed[2], 1)

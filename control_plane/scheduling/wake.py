@@ -19,7 +19,7 @@ stay free until some other event wakes someone, and with a wake key the next wak
 decliners again, so a round can fail attempt after attempt with eligible clients asleep.
 :class:`WakeLedger` remembers which clients each round attempt woke: when a woken client settles without
 taking that attempt, the attempt wakes one more, never a client it woke before, except one that found no free
-slot or took another round (:meth:`WakeLedger.lost`): that one did not refuse the job. And the job's later keyed
+slot or took another round (:meth:`WakeLedger.settled`): that one did not refuse the job. And the job's later keyed
 wakes rank such a decliner last (:meth:`WakeLedger.rank`): a device whose private requirements refuse the
 job refuses every round of it. Without that, once a wake ranked 1,024 waiters, the same fast decliners
 were woken for every attempt of a job whose few acceptors were slow, the attempt's failed clients took its
@@ -109,7 +109,7 @@ class WakeLedger(Generic[C, A]):
         self._job_of: dict[A, Hashable] = {}
         self._latest: dict[Hashable, A] = {}  # job -> its attempt that woke last
         self._offered: dict[C, A] = {}  # woken client -> the attempt it was woken for, when offered that job
-        self._declined: dict[Hashable, OrderedDict[C, None]] = {}  # job -> its decliners, oldest first
+        self._decliners: dict[Hashable, OrderedDict[C, None]] = {}  # job -> its decliners, oldest first
         self._declined_cap = declined_cap
 
     def woke(self, job: Hashable, attempt: A, clients: Iterable[C]) -> None:
@@ -124,46 +124,53 @@ class WakeLedger(Generic[C, A]):
             woken.add(client)
 
     def skip(self, attempt: A) -> AbstractSet[C]:
-        """The clients ``attempt`` woke already, less those that lost the race (:meth:`lost`), which its next wake
+        """The clients ``attempt`` woke already, less those that lost the race (:meth:`settled`), which its next wake
         passes over (a view, not a copy: read it before the next :meth:`woke`)."""
         return self._woken.get(attempt, frozenset())
 
-    def settled(self, client: C, took: A | None) -> A | None:
-        """``client`` checked in again or bound (to ``took``; None: to nothing). The attempt it was woken for
-        when it did not take that one: that attempt should wake another client, if it still has a free slot."""
+    def settled(self, client: C, took: A | None, has_free_slot: Callable[[A], bool]) -> A | None:
+        """``client`` checked in again or bound (to ``took``; None: to nothing). When it did not take the attempt it
+        was woken for, the ledger notes why, asking the driver whether that attempt still has a free slot: a client
+        that found no free slot or took another round lost the race (:meth:`_lost`), one that left a free slot
+        untaken may have declined the job (:meth:`_declined`). Returns the attempt that should wake one more client:
+        the one it was woken for, while that has a free slot; else None."""
         woken = self._woken_for.pop(client, None)
-        if woken is None or took is not None:  # took nothing or something else: only the former can decline
-            self._offered.pop(client, None)
-        return woken if woken is not None and woken != took else None
+        offered = self._offered.pop(client, None)
+        if woken is None or woken == took:
+            return None
+        free = has_free_slot(woken)
+        if took is not None or not free:
+            self._lost(client, woken)
+        if not free:
+            return None
+        if took is None and offered == woken:
+            self._declined(client, woken)
+        return woken
 
-    def lost(self, client: C, attempt: A) -> None:
-        """``client`` settled without ``attempt`` (:meth:`settled`) while the attempt had no free slot, or took
-        another round: it did not decline the attempt, so a slot the attempt frees later (a dropped client's
-        lease ends) may wake it again. Held in :meth:`skip`, a client that lost the race for a slot stayed idle
-        and eligible while the freed slot stood empty: live until its long-poll ended, simulated until another
-        round woke it (a generated workload without over-selection: 212 s, its job 2.9x its FIFO JCT)."""
+    def _lost(self, client: C, attempt: A) -> None:
+        """``client`` left ``attempt`` while the attempt had no free slot, or took another round: it did not decline
+        the attempt, so a slot the attempt frees later (a dropped client's lease ends) may wake it again. Held in
+        :meth:`skip`, a client that lost the race for a slot stayed idle and eligible while the freed slot stood
+        empty: live until its long-poll ended, simulated until another round woke it (a generated workload without
+        over-selection: 212 s, its job 2.9x its FIFO JCT)."""
         woken = self._woken.get(attempt)
         if woken is not None:
             woken.discard(client)
 
     def offered(self, client: C, jobs: Iterable[Hashable]) -> None:
         """The woken ``client`` was offered the rounds of ``jobs``; whether the job it was woken for was among them
-        decides, once it settles, whether it declined that job (:meth:`declined`)."""
+        decides, once it settles, whether it declined that job (:meth:`_declined`)."""
         attempt = self._woken_for.get(client)
         if attempt is not None and self._job_of.get(attempt) in jobs:
             self._offered[client] = attempt
 
-    def declined(self, client: C, attempt: A) -> None:
-        """``client`` settled without ``attempt`` (:meth:`settled`) while the attempt had a free slot. If it was
-        offered the attempt's job (:meth:`offered`) and took nothing, it declined the job: the job's later keyed
-        wakes rank it last. Not a decliner: a client that took another job's round (the order put that round
-        first for it), or that was not offered this one (an offer rule kept it away, as `doom_guard` does from a
-        round that cannot fill in time); counting those ranked fast clients last for good (policy-20jobs, seed
-        1: 2-4 % longer average JCT)."""
-        job = self._job_of.get(attempt)
-        if job is None or self._offered.pop(client, None) != attempt:
-            return
-        decliners = self._declined.setdefault(job, OrderedDict())
+    def _declined(self, client: C, attempt: A) -> None:
+        """``client`` was offered ``attempt``'s job (:meth:`offered`) and took nothing while the attempt had a free
+        slot: it declined the job, and the job's later keyed wakes rank it last. Not a decliner: a client that took
+        another job's round (the order put that round first for it), or that was not offered this one (an offer rule
+        kept it away, as `doom_guard` does from a round that cannot fill in time); counting those ranked fast
+        clients last for good (policy-20jobs, seed 1: 2-4 % longer average JCT)."""
+        decliners = self._decliners.setdefault(self._job_of[attempt], OrderedDict())
         decliners[client] = None
         decliners.move_to_end(client)
         if len(decliners) > self._declined_cap:
@@ -171,14 +178,14 @@ class WakeLedger(Generic[C, A]):
 
     def rank(self, job: Hashable, key: Callable[[C], float]) -> Callable[[C], float]:
         """``key`` (a keyed wake's order for ``job``'s round) with the job's decliners last."""
-        decliners = self._declined.get(job)
+        decliners = self._decliners.get(job)
         if not decliners:
             return key
         return lambda client: math.inf if client in decliners else key(client)
 
     def job_done(self, job: Hashable) -> None:
         """``job`` finished or was cancelled: forget its decliners."""
-        self._declined.pop(job, None)
+        self._decliners.pop(job, None)
 
     def ended(self, attempt: A) -> None:
         """``attempt`` closed or failed: forget whom it woke."""

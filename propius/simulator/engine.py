@@ -314,15 +314,14 @@ class Simulation:
             mask = self.selection.wake_mask(self, client)
             if mask:
                 self.pool.add(client, mask)
-        missed = self._woken.settled(client, None if job is None else (job.index, job.token))
-        if missed is not None:  # woken for another round and did not take it: that round wakes one more
-            other = self.jobs[missed[0]]
-            free = other.state == "open" and other.token == missed[1] and other.open_slots > 0
-            if job is not None or not free:
-                self._woken.lost(client, missed)
-            if free:
-                self._woken.declined(client, missed)
-                self._wake(other, 1)
+        missed = self._woken.settled(client, None if job is None else (job.index, job.token), self._has_free_slot)
+        if missed is not None:  # woken for another round and left a free slot there: that round wakes one more
+            self._wake(self.jobs[missed[0]], 1)
+
+    def _has_free_slot(self, attempt: tuple[int, int]) -> bool:
+        """Whether the round attempt (job index, round token) is still open with a slot free."""
+        job = self.jobs[attempt[0]]
+        return job.state == "open" and job.token == attempt[1] and job.open_slots > 0
 
     def _pass_over(self, job: SimJob, ranked: Sequence[JobView]) -> None:
         """Count the bind on the older round FIFO would have given it (the live binder's ``passed_over``),

@@ -221,7 +221,7 @@ async def test_daemon_devices_bind_again_after_a_control_plane_restart(planes, s
             state = await second.hot.round(job_id)
             return state is not None and state.bound >= 2
 
-        await wait_for(bound, timeout_s=10.0, what="the daemon's devices to bind on the restarted plane")
+        await wait_for(bound, timeout_s=30.0, what="the daemon's devices to bind on the restarted plane")
         assert not serving.done()
     finally:
         stop.set()
