@@ -31,11 +31,12 @@ with the ``flwr[simulation]`` extra). Prints the tables, writes ``results/policy
     python benchmarks/policy_robustness.py --policies fifo propius --family '{"jobs": [5, 40]}'   # larger workloads
 
 ``--suite FILE`` runs several families in one sweep instead of one (``benchmarks/families.yaml``: every family of
-docs/policies.md's family table, with its family seeds and run seeds): each family's tables, then one line per
-family for the default and each profile (median, worst run, runs losing, runs with a job above 1.5x, each beside
-FIFO's noise) and the totals.
+docs/policies.md's family table, with its family seeds and run seeds; ``benchmarks/tail_runs.yaml``: the runs of
+its tail table, one workload and seed each): each family's tables, then one line per family for the default and
+each profile (median, worst run, runs losing, runs with a job above 1.5x, each beside FIFO's noise) and the totals.
 
     python benchmarks/policy_robustness.py --policies fifo propius --suite benchmarks/families.yaml
+    python benchmarks/policy_robustness.py --policies fifo propius --profile my.yaml --suite benchmarks/tail_runs.yaml
 
 A profile (``--profile FILE``, repeatable, or a policy named ``profile:FILE``) runs as the policy
 ``profile:NAME``; the profile travels inline with each task, so Ray workers need not see the file. The

@@ -1,5 +1,6 @@
-"""The robustness benchmark's suite of families (``benchmarks/families.yaml``, ``--suite``): the file matches the
-docs' family table, a bad entry is refused by name, and the per-family summary counts what the tables count."""
+"""The robustness benchmark's suites (``--suite``): ``benchmarks/families.yaml`` matches the docs' family table and
+``benchmarks/tail_runs.yaml`` their tail table, a bad entry is refused by name, and the per-family summary counts
+what the tables count."""
 
 from __future__ import annotations
 
@@ -30,6 +31,17 @@ def test_the_shipped_suite_is_the_docs_family_table() -> None:
             assert "the benchmark's" in cell, seeds
         runs = family.workloads * len(family.seeds)
         assert f"of {runs} " in rows[seeds], seeds
+
+
+def test_the_tail_runs_suite_is_the_docs_tail_table_each_in_its_family() -> None:
+    families = load_suite(ROOT / "benchmarks" / "families.yaml")
+    tails = load_suite(ROOT / "benchmarks" / "tail_runs.yaml")
+    docs = (ROOT / "docs" / "policies.md").read_text()
+    table = docs.split("| run | job | vs its FIFO JCT |", 1)[1].split("\n\n", 1)[0]
+    assert [f"{run.family_seed}/{run.seeds[0]}" for run in tails] == re.findall(r"^  \| (\d+/\d) \|", table, re.M)
+    for run in tails:
+        home = next(f for f in families if f.family_seed <= run.family_seed < f.family_seed + f.workloads)
+        assert run.family == home.family and run.workloads == 1 and run.seeds[0] in home.seeds, run
 
 
 @pytest.mark.parametrize(("entry", "named"), [
