@@ -20,7 +20,7 @@ def retry_while_active(checkin: pb.CheckInResponse, settings: Settings) -> bool:
 async def test_concurrent_accepts_never_overfill_a_round(planes, stub_factory, wait_for):
     """200 clients race for 50 slots: the Lua bind must admit exactly the target, no more, no fewer. The lease
     outlasts the race: with the suite's 2 s, a loaded machine let winners' leases expire before the last accepts,
-    and the freed slots went to later clients (87 winners over time, never more than 50 bound at once)."""
+    and the freed slots went to later clients (87 winners over time)."""
     plane = await planes.start(lease_s=60.0)
     stubs = await stub_factory(plane.address)
     job_id, token = await stubs.register(name="crowded", demand=50, over_selection=1.0)
