@@ -319,9 +319,10 @@ class Simulation:
             self._wake(self.jobs[missed[0]], 1)
 
     def _has_free_slot(self, attempt: tuple[int, int]) -> bool:
-        """Whether the round attempt (job index, round token) is still open with a slot free."""
+        """Whether the round attempt (job index, round token) is still open with a slot free (``open_slots`` is 0
+        unless the job's round is open)."""
         job = self.jobs[attempt[0]]
-        return job.state == "open" and job.token == attempt[1] and job.open_slots > 0
+        return job.token == attempt[1] and job.open_slots > 0
 
     def _pass_over(self, job: SimJob, ranked: Sequence[JobView]) -> None:
         """Count the bind on the older round FIFO would have given it (the live binder's ``passed_over``),

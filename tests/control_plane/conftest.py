@@ -241,3 +241,12 @@ async def stub_factory() -> AsyncIterator[Callable[[str], Awaitable[Stubs]]]:
     yield make
     for stubs in made:
         await stubs.close()
+
+
+@pytest.fixture
+async def race_plane(planes, stub_factory) -> tuple[ControlPlane, Stubs]:
+    """A plane for a 200-client accept race, and its stubs. Its lease outlasts the race: with the suite's 2 s, a
+    loaded machine let winners' leases expire before the last accepts, and the freed slots went to later clients
+    (87 winners over time)."""
+    plane = await planes.start(lease_s=60.0)
+    return plane, await stub_factory(plane.address)

@@ -17,12 +17,9 @@ def retry_while_active(checkin: pb.CheckInResponse, settings: Settings) -> bool:
     return settings.max_wait_s / 2 <= checkin.retry_after_s <= settings.max_wait_s
 
 
-async def test_concurrent_accepts_never_overfill_a_round(planes, stub_factory, wait_for):
-    """200 clients race for 50 slots: the Lua bind must admit exactly the target, no more, no fewer. The lease
-    outlasts the race: with the suite's 2 s, a loaded machine let winners' leases expire before the last accepts,
-    and the freed slots went to later clients (87 winners over time)."""
-    plane = await planes.start(lease_s=60.0)
-    stubs = await stub_factory(plane.address)
+async def test_concurrent_accepts_never_overfill_a_round(race_plane, wait_for):
+    """200 clients race for 50 slots: the Lua bind must admit exactly the target, no more, no fewer."""
+    plane, stubs = race_plane
     job_id, token = await stubs.register(name="crowded", demand=50, over_selection=1.0)
     info = await stubs.start_round(job_id, token)
     assert info.target == 50

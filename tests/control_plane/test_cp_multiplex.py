@@ -34,19 +34,16 @@ async def mux(stubs):
 
 
 @pytest.fixture
-async def long_lease(planes, stub_factory):
-    """A plane whose lease outlasts a 200-client race on a loaded machine (with 2 s, winners' slots were freed for
-    later clients before the last accepts: test_cp_binding's race), its stubs and a multiplexed stream."""
-    plane = await planes.start(lease_s=60.0)
-    stubs = await stub_factory(plane.address)
-    clients = MultiplexedClients(stubs.channel)
-    yield plane, stubs, clients
+async def race_mux(race_plane):
+    """A multiplexed stream to the accept race's plane (``race_plane``)."""
+    clients = MultiplexedClients(race_plane[1].channel)
+    yield clients
     await clients.close()
 
 
-async def test_multiplexed_accepts_never_overfill_a_round(long_lease):
+async def test_multiplexed_accepts_never_overfill_a_round(race_plane, race_mux):
     """200 devices of one daemon race for 50 slots over one stream: exactly 50 bind."""
-    plane, stubs, mux = long_lease
+    (plane, stubs), mux = race_plane, race_mux
     job_id, token = await stubs.register(name="crowded-mux", demand=50, over_selection=1.0)
     await stubs.start_round(job_id, token)
     assert (await mux.CheckIn(pb.CheckInRequest(profile=profile("probe"), wait_s=2.0))).offers
