@@ -23,7 +23,9 @@ demand, rounds, model size and the population log-uniformly (they span orders of
 steps uniformly; each job's class uniformly among the classes. A job's demand is capped so that its
 bind target fits in ``max_demand_share`` of its class's expected online clients (a workload whose
 jobs cannot run at all measures nothing). Arrivals: ``batch`` (all at 0), ``poisson`` (exponential
-gaps of mean ``mean_gap_s``) or ``bursty`` (Poisson bursts of several jobs within a minute).
+gaps of mean ``mean_gap_s``) or ``bursty`` (Poisson bursts of several jobs within a minute). A job's
+schedule and execution timeouts are 120 s and 180 s, or, given as ranges, drawn log-uniformly per job
+(deadlines differ across real jobs, and several rules of the default read a round's time limit).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from propius.devices import DeviceRow, load_dataset_sizes, load_devices
 from propius.simulator.population import DATA_DIR, MAX_CLIENTS
 from propius.simulator.workload import Workload, WorkloadJob
-from propius.specs import Constraint, Constraints, Requirements
+from propius.specs import MAX_TIMEOUT_S, Constraint, Constraints, Requirements
 
 __all__ = ["STRUCTURES", "GeneratedWorkload", "WorkloadFamily", "generate"]
 
@@ -70,13 +72,20 @@ class WorkloadFamily(BaseModel):
     over_selection: float = Field(default=1.3, ge=1.0)
     max_demand_share: float = Field(default=0.5, gt=0, le=1)
     private_share: float = Field(default=0.5, ge=0, le=1, description="jobs with a private dataset_size minimum")
+    # A job's time to bind its clients and their time to deliver: fixed by default, drawn per job when a range.
+    schedule_timeout_s: tuple[float, float] = (120.0, 120.0)
+    execution_timeout_s: tuple[float, float] = (180.0, 180.0)
 
     @model_validator(mode="after")
     def _ranges(self) -> WorkloadFamily:
-        for name in ("jobs", "classes", "demand", "rounds", "model_size_kbit", "local_steps", "clients"):
+        for name in ("jobs", "classes", "demand", "rounds", "model_size_kbit", "local_steps", "clients",
+                     "schedule_timeout_s", "execution_timeout_s"):
             low, high = getattr(self, name)
             if not 0 < low <= high:
                 raise ValueError(f"{name}: need 0 < low <= high, got [{low}, {high}]")
+        for name in ("schedule_timeout_s", "execution_timeout_s"):
+            if getattr(self, name)[1] > MAX_TIMEOUT_S:
+                raise ValueError(f"{name}: at most {MAX_TIMEOUT_S:,.0f} s, got {getattr(self, name)[1]:,.0f}")
         if self.clients[1] > MAX_CLIENTS:
             raise ValueError(f"clients: at most {MAX_CLIENTS:,}, got {self.clients[1]:,}")
         return self
@@ -131,7 +140,9 @@ def generate(family: WorkloadFamily, seed: int) -> GeneratedWorkload:
         jobs.append(WorkloadJob(
             name=f"job-{index:02d}", arrival_s=round(arrivals[index], 1), demand=demand,
             rounds=_log_uniform_int(rng, *family.rounds), over_selection=family.over_selection,
-            schedule_timeout_s=120.0, execution_timeout_s=180.0, model=MODELS[int(rng.integers(len(MODELS)))],
+            schedule_timeout_s=_log_uniform_s(rng, *family.schedule_timeout_s),
+            execution_timeout_s=_log_uniform_s(rng, *family.execution_timeout_s),
+            model=MODELS[int(rng.integers(len(MODELS)))],
             model_size_kbit=round(float(math.exp(rng.uniform(*np.log(family.model_size_kbit)))), 1),
             local_steps=int(rng.integers(family.local_steps[0], family.local_steps[1] + 1)),
             batch_size=family.batch_size, requirements=Requirements(public=public, private=private),
@@ -147,6 +158,11 @@ def generate(family: WorkloadFamily, seed: int) -> GeneratedWorkload:
 
 def _log_uniform_int(rng: np.random.Generator, low: int, high: int) -> int:
     return int(round(math.exp(rng.uniform(math.log(low), math.log(high))))) if high > low else low
+
+
+def _log_uniform_s(rng: np.random.Generator, low: float, high: float) -> float:
+    """Seconds drawn log-uniformly, to 1 s; a fixed value draws nothing, so it leaves every later draw as it was."""
+    return float(round(math.exp(rng.uniform(math.log(low), math.log(high))))) if high > low else low
 
 
 def _arrivals(rng: np.random.Generator, arrival: Arrival, n: int, mean_gap_s: float) -> list[float]:

@@ -37,6 +37,9 @@ def generate_command(
     demand: Annotated[str | None, typer.Option(help="LOW-HIGH results per round [5-1000]")] = None,
     rounds: Annotated[str | None, typer.Option(help="LOW-HIGH rounds per job [10-500]")] = None,
     clients: Annotated[str | None, typer.Option(help="LOW-HIGH population [2000-50000]")] = None,
+    schedule_timeout: Annotated[str | None, typer.Option(help="LOW-HIGH seconds a round may take to bind [120]")]
+    = None,
+    execution_timeout: Annotated[str | None, typer.Option(help="LOW-HIGH seconds a task may take [180]")] = None,
 ) -> None:
     """Draw one workload per seed from a family of workloads; each file is an ordinary workload file
     for ``propius simulate``. The same options and seed always give the same file."""
@@ -44,6 +47,9 @@ def generate_command(
     for name, text in (("jobs", jobs), ("demand", demand), ("rounds", rounds), ("clients", clients)):
         if (bounds := _range(text, name)) is not None:
             fields[name] = (int(bounds[0]), int(bounds[1]))
+    for name, text in (("schedule_timeout_s", schedule_timeout), ("execution_timeout_s", execution_timeout)):
+        if (bounds := _range(text, name.removesuffix("_s").replace("_", "-"))) is not None:
+            fields[name] = bounds
     try:
         family = WorkloadFamily.model_validate(fields)
     except ValidationError as error:

@@ -55,11 +55,25 @@ def test_demand_fits_the_class_it_was_drawn_for() -> None:
             assert job.demand == 5 or job.demand * job.over_selection <= family.max_demand_share * share * online + 1
 
 
+def test_timeout_ranges_are_drawn_per_job_and_fixed_ones_change_no_other_draw() -> None:
+    drawn = generate(WorkloadFamily(schedule_timeout_s=(30, 600), execution_timeout_s=(60, 900)), 5)
+    schedules = [job.schedule_timeout_s for job in drawn.workload.jobs]
+    executions = [job.execution_timeout_s for job in drawn.workload.jobs]
+    assert all(30 <= s <= 600 for s in schedules) and all(60 <= e <= 900 for e in executions)
+    assert len(set(schedules)) > 1 and len(set(executions)) > 1
+    default = generate(WorkloadFamily(), 5).workload
+    fixed = generate(WorkloadFamily(schedule_timeout_s=(120, 120), execution_timeout_s=(180, 180)), 5).workload
+    assert fixed == default  # the benchmark's families stay the workloads they were
+    assert {(j.schedule_timeout_s, j.execution_timeout_s) for j in default.jobs} == {(120.0, 180.0)}
+
+
 def test_bad_ranges_are_refused_naming_the_parameter() -> None:
     with pytest.raises(ValidationError, match="demand"):
         WorkloadFamily(demand=(50, 10))
     with pytest.raises(ValidationError, match="clients: at most 1,000,000"):
         WorkloadFamily(clients=(2_000, 2_000_000))
+    with pytest.raises(ValidationError, match="execution_timeout_s: at most"):
+        WorkloadFamily(execution_timeout_s=(60, 1e7))
 
 
 @pytest.mark.parametrize(("arguments", "named"), [
@@ -67,6 +81,8 @@ def test_bad_ranges_are_refused_naming_the_parameter() -> None:
     (["--jobs", "10-5"], "jobs: need 0 < low <= high"),
     (["--demand", "many"], "--demand"),
     (["--structure", "tree"], "structure"),
+    (["--execution-timeout", "0-60"], "execution_timeout_s: need 0 < low <= high"),
+    (["--schedule-timeout", "soon"], "--schedule-timeout"),
 ])
 def test_the_generate_command_refuses_bad_arguments_by_name(tmp_path: Path, arguments: list[str], named: str) -> None:
     result = CliRunner().invoke(app, ["workload", "generate", str(tmp_path / "out"), *arguments])
