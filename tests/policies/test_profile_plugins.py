@@ -188,11 +188,15 @@ def test_doom_guard_feeds_no_round_its_class_has_too_few_clients_for(view: Calla
     assert offered(policy, [endless], SLOWISH, now=10.0, supply=89) == ["j"]
 
 
-def closing_at_170(view: Callable[..., JobView]) -> Callable[[int], JobView]:
-    """A round of 13 slots for 10 clients with ``bound`` of them, its recent rounds 50 s to fill and 100 s to
-    collect: with slack 0.2, expected to close at 50 + 1.2 x 100 = 170 s."""
-    return lambda bound: view("j", demand=10, target=13, bound=bound, opened_at=0.0, deadline_at=300.0,
-                              recent_schedule_s=50.0, recent_response_s=100.0, **TASK)
+def closing_at_170(view: Callable[..., JobView]) -> Callable[..., JobView]:
+    """A round of 13 slots for 10 clients with ``bound`` of them (each expected to deliver unless ``expected``
+    says otherwise), its recent rounds 50 s to fill and 100 s to collect: with slack 0.2, expected to close at
+    50 + 1.2 x 100 = 170 s."""
+    def round_(bound: int, expected: float | None = None) -> JobView:
+        return view("j", demand=10, target=13, bound=bound, opened_at=0.0, deadline_at=300.0,
+                    expected_results=float(bound) if expected is None else expected,
+                    recent_schedule_s=50.0, recent_response_s=100.0, **TASK)
+    return round_
 
 
 def test_straggler_guard_skips_over_selected_binds_that_would_land_after_the_close(
@@ -205,6 +209,13 @@ def test_straggler_guard_skips_over_selected_binds_that_would_land_after_the_clo
     assert offered(policy, [round_(9)], SLOWISH, now=60.0) == ["j"]  # still short of demand: needed
     assert offered(composed(StragglerGuard(slack=0.4)), [round_(10)], SLOWISH, now=60.0) == ["j"]  # close at 190
     assert offered(PropiusPolicy(doom_guard=False, straggler_guard=False), [round_(10)], SLOWISH, now=60.0) == ["j"]
+    # A late result is thrown away only if the round closes without it: with a margin, the client is refused only
+    # while the round expects at least demand + margin results without it.
+    margin = composed(StragglerGuard(margin=1.0))
+    assert offered(margin, [round_(11)], SLOWISH, now=60.0) == []  # 11 expected: one to spare
+    assert offered(margin, [round_(10)], SLOWISH, now=60.0) == ["j"]  # 10 expected: none to spare
+    assert offered(margin, [round_(12, expected=10.8)], SLOWISH, now=60.0) == ["j"]  # unreliable clients
+    assert offered(composed(StragglerGuard(margin=0.5)), [round_(12, expected=10.8)], SLOWISH, now=60.0) == []
 
 
 def test_straggler_guard_keeps_a_known_straggler_from_a_round_that_can_do_without_it(
