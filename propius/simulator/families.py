@@ -140,8 +140,8 @@ def generate(family: WorkloadFamily, seed: int) -> GeneratedWorkload:
         jobs.append(WorkloadJob(
             name=f"job-{index:02d}", arrival_s=round(arrivals[index], 1), demand=demand,
             rounds=_log_uniform_int(rng, *family.rounds), over_selection=family.over_selection,
-            schedule_timeout_s=_log_uniform_s(rng, *family.schedule_timeout_s),
-            execution_timeout_s=_log_uniform_s(rng, *family.execution_timeout_s),
+            schedule_timeout_s=_log_uniform(rng, *family.schedule_timeout_s),
+            execution_timeout_s=_log_uniform(rng, *family.execution_timeout_s),
             model=MODELS[int(rng.integers(len(MODELS)))],
             model_size_kbit=round(float(math.exp(rng.uniform(*np.log(family.model_size_kbit)))), 1),
             local_steps=int(rng.integers(family.local_steps[0], family.local_steps[1] + 1)),
@@ -156,13 +156,14 @@ def generate(family: WorkloadFamily, seed: int) -> GeneratedWorkload:
                              availability=family.availability, class_share=shares)
 
 
+def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
+    """A value drawn log-uniformly, to a whole number; a fixed one draws nothing, so it leaves every later draw as
+    it was."""
+    return float(round(math.exp(rng.uniform(math.log(low), math.log(high))))) if high > low else float(low)
+
+
 def _log_uniform_int(rng: np.random.Generator, low: int, high: int) -> int:
-    return int(round(math.exp(rng.uniform(math.log(low), math.log(high))))) if high > low else low
-
-
-def _log_uniform_s(rng: np.random.Generator, low: float, high: float) -> float:
-    """Seconds drawn log-uniformly, to 1 s; a fixed value draws nothing, so it leaves every later draw as it was."""
-    return float(round(math.exp(rng.uniform(math.log(low), math.log(high))))) if high > low else low
+    return int(_log_uniform(rng, low, high))
 
 
 def _arrivals(rng: np.random.Generator, arrival: Arrival, n: int, mean_gap_s: float) -> list[float]:
