@@ -4,14 +4,13 @@ can do without it.
 Once a round holds ``demand`` clients, a further client is bound only if it is predicted to deliver
 before the round's expected close: open time + recent scheduling delay + (1 + ``slack``) x recent
 response time (``slack`` default 0.2, > -1). A later result would be thrown away, but only if the round
-does close with the others' results. With ``margin`` set (>= 0; default None, no such check), it is refused
-only while the round expects at least ``demand + margin`` results without it (``JobView.expected_results``:
-results in plus the working clients' reliabilities; not known: not refused). Without that check, a round of
-slow clients that drop refuses the late ones its over-selection is for, and can fail at its deadline a result
-or two short, attempt after attempt (family seed 22000 of the sparse-arrival family, run seed 0: a 12-client
-job of the slowest class failed 35 attempts against FIFO's 1, the run 1.195x FIFO; at ``margin`` 1, 0.965x).
-It is not in the default profile yet: measured on those runs and the tail runs, not yet on every family
-(docs/policies.md, "Known stragglers").
+does close with the others' results, so it is refused only while the round expects at least
+``demand + margin`` results without it (``margin`` default 1, >= 0; ``JobView.expected_results``: results in
+plus the working clients' reliabilities; not known: not refused; None: no such check, as in the ``makespan``
+profile). Without that check, a round of slow clients that drop refuses the late ones its over-selection is
+for, and can fail at its deadline a result or two short, attempt after attempt (family seed 22000 of the
+sparse-arrival family, run seed 0: a 12-client job of the slowest class failed 35 attempts against FIFO's 1,
+the run 1.195x FIFO; at ``margin`` 1, 0.965x; docs/policies.md, "Known stragglers").
 
 Before that, a client is refused only on what it is known to need at least
 (:meth:`~policies.base.ClientEstimate.task_floor_s`: it was still working on such a task when a round ended),
@@ -43,7 +42,7 @@ class StragglerGuard(OfferFilter):
     name: ClassVar[str] = "straggler_guard"
     slack: Annotated[float, Field(gt=-1.0)] = 0.2
     spare_supply: AtLeastOne | None = 2.0
-    margin: Annotated[float, Field(ge=0.0)] | None = None
+    margin: Annotated[float, Field(ge=0.0)] | None = 1.0
 
     def keeps(self, job: JobView, ctx: SchedulingContext) -> bool:
         if job.bound >= job.demand:

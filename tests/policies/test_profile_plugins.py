@@ -203,15 +203,16 @@ def test_straggler_guard_skips_over_selected_binds_that_would_land_after_the_clo
     view: Callable[..., JobView],
 ) -> None:
     round_ = closing_at_170(view)
-    policy = composed(StragglerGuard())
+    policy = composed(StragglerGuard(margin=None))
     assert offered(policy, [round_(10)], SLOWISH, now=40.0) == ["j"]  # 40 + 120 = 160 <= 170
     assert offered(policy, [round_(10)], SLOWISH, now=60.0) == []  # 180 > 170: a thrown-away result
     assert offered(policy, [round_(9)], SLOWISH, now=60.0) == ["j"]  # still short of demand: needed
-    assert offered(composed(StragglerGuard(slack=0.4)), [round_(10)], SLOWISH, now=60.0) == ["j"]  # close at 190
+    # slack 0.4: the round closes at 190
+    assert offered(composed(StragglerGuard(slack=0.4, margin=None)), [round_(10)], SLOWISH, now=60.0) == ["j"]
     assert offered(PropiusPolicy(doom_guard=False, straggler_guard=False), [round_(10)], SLOWISH, now=60.0) == ["j"]
-    # A late result is thrown away only if the round closes without it: with a margin, the client is refused only
-    # while the round expects at least demand + margin results without it.
-    margin = composed(StragglerGuard(margin=1.0))
+    # A late result is thrown away only if the round closes without it: by default (margin 1) the client is refused
+    # only while the round expects at least demand + 1 results without it.
+    margin = composed(StragglerGuard())
     assert offered(margin, [round_(11)], SLOWISH, now=60.0) == []  # 11 expected: one to spare
     assert offered(margin, [round_(10)], SLOWISH, now=60.0) == ["j"]  # 10 expected: none to spare
     assert offered(margin, [round_(12, expected=10.8)], SLOWISH, now=60.0) == ["j"]  # unreliable clients
