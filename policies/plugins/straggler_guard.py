@@ -46,8 +46,9 @@ class StragglerGuard(OfferFilter):
 
     def keeps(self, job: JobView, ctx: SchedulingContext) -> bool:
         if job.bound >= job.demand:
-            if self.margin is not None and (job.expected_results or 0.0) < job.demand + self.margin:
-                return True  # the round may need this client's result, late or not
+            expected = job.expected_results
+            if self.margin is not None and (expected is None or expected < job.demand + self.margin):
+                return True  # the round may need this client's result, late or not (or nothing says it will not)
             task_s = client_task_s(job, ctx)
         elif ctx.client is not None and has_spare_supply(job, ctx, self.spare_supply):
             task_s = ctx.client.task_floor_s(job)
