@@ -41,6 +41,15 @@ each profile (median, worst run, runs losing, runs with a job above 1.5x, each b
 A profile (``--profile FILE``, repeatable, or a policy named ``profile:FILE``) runs as the policy
 ``profile:NAME``; the profile travels inline with each task, so Ray workers need not see the file. The
 losses to FIFO are explained for the default policy and for every profile.
+
+``--baseline JSON`` takes FIFO's runs (and its noise row's) from an earlier JSON of this benchmark instead of running
+them again, wherever the family parameters, family seed, run seed and horizon match; the rest run as usual. Trying a
+profile on the whole suite then costs its own runs only (about half the time beside FIFO). FIFO does not change
+while a profile is tuned; a baseline from older simulator code is the caller's to refresh.
+
+    python benchmarks/policy_robustness.py --policies fifo --suite benchmarks/families.yaml --no-noise --out fifo.json
+    python benchmarks/policy_robustness.py --policies fifo --profile my.yaml --suite benchmarks/families.yaml \
+        --no-noise --baseline fifo.json --out my.json
 """
 
 from __future__ import annotations
@@ -80,6 +89,7 @@ NOISE_LEASE_S = 1.0
 NOISE_SUFFIX = f", lease +{NOISE_LEASE_S:g} s"
 NOISE = f"fifo{NOISE_SUFFIX}"
 SLOWDOWN = 1.5  # a job slower than this against its FIFO JCT is listed
+REUSABLE = ("fifo", NOISE)  # the runs --baseline may supply: the reference, which a profile under tuning leaves alone
 # Sized so 40 workloads x 2 seeds x 7 policies fit in about an hour on 2 cores.
 FAMILY = WorkloadFamily(jobs=(5, 20), demand=(5, 200), rounds=(10, 100), clients=(2_000, 8_000))
 
@@ -188,6 +198,22 @@ def run_all(tasks: list[dict[str, Any]], workers: int, ray_address: str | None,
             progress(row)
             rows.append(row)
         return rows
+
+
+def task_key(family: dict[str, Any], family_seed: int, seed: int, policy: str, days: int) -> str:
+    """What makes two runs the same simulation: the family's parameters, the family and run seeds, the policy and
+    the horizon."""
+    return json.dumps([family, family_seed, seed, policy, days], sort_keys=True)
+
+
+def load_baseline(path: Path) -> dict[str, dict[str, Any]]:
+    """The runs of ``REUSABLE`` policies in an earlier JSON of this benchmark, by :func:`task_key`."""
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not {"runs", "days"} <= data.keys():
+        raise ValueError(f"{path}: not a JSON of this benchmark with its runs and horizon ('runs', 'days')")
+    families = data.get("families") or [data]  # a one-family sweep keeps its family at the top level
+    return {task_key(families[row["part"]]["family"], row["family_seed"], row["seed"], row["policy"], data["days"]):
+            row for row in data["runs"] if row["policy"] in REUSABLE}
 
 
 def compare(rows: list[dict[str, Any]], policies: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
@@ -341,6 +367,8 @@ def main() -> None:
                              "its own run")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster instead of local processes")
+    parser.add_argument("--baseline", type=Path, metavar="JSON", help="take FIFO's runs (and its noise row's) from "
+                        "this earlier output of the benchmark where the same simulation is there")
     parser.add_argument("--out", type=Path, default=RESULTS / "policy_robustness.json")
     args = parser.parse_args()
     profiles = {}  # label -> the profile, inline
@@ -367,6 +395,16 @@ def main() -> None:
     tasks = [{"family": drawn[k], "family_seed": part.family_seed + i, "seed": s, "policy": p, "days": args.days,
               "profile": profiles.get(noise_of(p) or p), "part": k}
              for k, part in enumerate(suite) for i in range(part.workloads) for s in part.seeds for p in policies]
+    reused: list[dict[str, Any]] = []
+    if args.baseline:
+        try:
+            stored = load_baseline(args.baseline)
+        except (OSError, ValueError, KeyError, IndexError) as error:
+            parser.error(f"--baseline: {error}")
+        keys = [task_key(t["family"], t["family_seed"], t["seed"], t["policy"], t["days"]) for t in tasks]
+        reused = [{**stored[key], "part": t["part"]} for t, key in zip(tasks, keys, strict=True) if key in stored]
+        tasks = [t for t, key in zip(tasks, keys, strict=True) if key not in stored]
+        print(f"--baseline: {len(reused)} runs taken from {args.baseline}, {len(tasks)} to run", flush=True)
     started = time.perf_counter()
     done = 0
 
@@ -377,7 +415,7 @@ def main() -> None:
               f"{row['structure']}, {len(row['jobs'])} jobs, {row['unfinished']} unfinished, {row['wall_s']:.1f} s",
               flush=True)
 
-    rows = run_all(tasks, args.workers, args.ray, progress)
+    rows = reused + run_all(tasks, args.workers, args.ray, progress)
     comparisons = [compare([r for r in rows if r["part"] == k], policies) for k in range(len(suite))]
     lines: list[str] = []
     for part, comparison in zip(suite, comparisons, strict=True):
@@ -392,11 +430,13 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         **(families[0] if len(suite) == 1 else {"families": families}), "tolerance": args.tolerance,
+        "days": args.days, "baseline": str(args.baseline) if args.baseline else None,
         "wall_s": time.perf_counter() - started, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "runs": rows,
     }, indent=1))
     pooled = {p: [e for comparison in comparisons for e in comparison[p]] for p in policies}
-    plot(pooled, args.out.with_name("policy-robustness.png"))
+    if len(pooled) > 1:  # FIFO alone (a baseline for --baseline) has nothing to plot against FIFO
+        plot(pooled, args.out.with_name("policy-robustness.png"))
     print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
 
 
