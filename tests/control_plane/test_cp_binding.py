@@ -210,14 +210,18 @@ async def test_a_broad_rounds_wake_spares_the_waiters_a_narrower_open_round_need
 
 async def test_a_round_its_class_has_too_few_clients_for_is_offered_once_enough_are_known(plane, stubs):
     """The default's ``doom_guard`` live: a round of demand 2 is offered to no client the supply estimate counted
-    while it counts one client of the round's class; a client it has not counted yet counts itself, and an
-    estimate of none is stale (a checking-in client is one) and is not judged."""
+    while it counts one client of the round's class, which is held for a round of demand 1 instead; a client it
+    has not counted yet counts itself, and an estimate of none is stale (a checking-in client is one) and is not
+    judged."""
     job_id, token = await stubs.register(name="pair", demand=2, rounds=1)
     await stubs.start_round(job_id, token)
-    plane.view.supply = {"{}": 0}  # the job's class (no requirements), as estimated before any client came
-    assert [offer.job_id for offer in (await stubs.check_in("a", wait_s=2.0)).offers] == [job_id]
+    solo_id, solo_token = await stubs.register(name="solo", demand=1, rounds=1)
+    await stubs.start_round(solo_id, solo_token)
+    both = {job_id, solo_id}
+    plane.view.supply = {"{}": 0}  # the jobs' class (no requirements), as estimated before any client came
+    assert {offer.job_id for offer in (await stubs.check_in("a", wait_s=2.0)).offers} == both
     assert await plane.view.estimate_supply(3600.0) == {"{}": 1}
-    assert not (await stubs.check_in("a")).offers  # counted, and alone: 1 < 2
-    assert [offer.job_id for offer in (await stubs.check_in("b")).offers] == [job_id]  # 1 + itself
+    assert [offer.job_id for offer in (await stubs.check_in("a")).offers] == [solo_id]  # counted, alone: 1 < 2
+    assert {offer.job_id for offer in (await stubs.check_in("b")).offers} == both  # 1 + itself
     await plane.view.estimate_supply(3600.0)
-    assert [offer.job_id for offer in (await stubs.check_in("a")).offers] == [job_id]
+    assert {offer.job_id for offer in (await stubs.check_in("a")).offers} == both

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -135,57 +136,82 @@ def test_class_order_offers_the_scarcest_class_first(view: Callable[..., JobView
 
 def test_doom_guard_stops_feeding_a_round_that_cannot_fill_in_time(view: Callable[..., JobView]) -> None:
     # Opened at 0, deadline 300, demand 100; the client's task takes 120 s, so binds after 180 s are useless.
-    def round_(bound: int) -> JobView:
-        return view("j", demand=100, target=130, bound=bound, expected_results=float(bound), opened_at=0.0,
-                    deadline_at=300.0, **TASK)
+    # Offered beside a round never judged (no open time), so a refused round leaves that one to the client.
+    def offered_with(policy: ProfilePolicy, bound: int, now: float, supply: int) -> list[str]:
+        judged = view("j", demand=100, target=130, bound=bound, expected_results=float(bound), opened_at=0.0,
+                      deadline_at=300.0, **TASK)
+        return offered(policy, [judged, view("o")], SLOWISH, now=now, supply=supply)
 
     policy = composed(DoomGuard())
     # Its class has 150 recent clients: enough for the supply test (0.9 x 100), fewer than spare_supply (1.5) x
     # its 130 slots, so its rate is judged. At 100 s with 20 binds (0.2/s): 20 + 0.2 x (300 - 100 - 120) = 36
     # < 100: doomed.
-    assert offered(policy, [round_(20)], SLOWISH, now=100.0, supply=150) == []
+    assert offered_with(policy, 20, now=100.0, supply=150) == ["o"]
     # With 90 binds (0.9/s): 90 + 0.9 x 80 = 162 >= 100: worth feeding.
-    assert offered(policy, [round_(90)], SLOWISH, now=100.0, supply=150) == ["j"]
+    assert offered_with(policy, 90, now=100.0, supply=150) == ["j", "o"]
     # Before min_s (60 s) a round is never judged on its rate, even with no binds yet.
-    assert offered(policy, [round_(0)], SLOWISH, now=50.0, supply=150) == ["j"]
-    assert offered(composed(DoomGuard(min_s=120.0)), [round_(20)], SLOWISH, now=100.0, supply=150) == ["j"]
-    assert offered(PropiusPolicy(doom_guard=False, straggler_guard=False), [round_(20)], SLOWISH, now=100.0,
-                   supply=150) == ["j"]
+    assert offered_with(policy, 0, now=50.0, supply=150) == ["j", "o"]
+    assert offered_with(composed(DoomGuard(min_s=120.0)), 20, now=100.0, supply=150) == ["j", "o"]
+    assert offered_with(PropiusPolicy(doom_guard=False, straggler_guard=False), 20, now=100.0, supply=150) == [
+        "j", "o"]
     # A class with 1.5 x 130 = 195 recent clients holds the clients the round needs: its rate is slow because
     # they are on other rounds, which release them, so it is not judged on it; spare_supply=None judges it.
-    assert offered(policy, [round_(20)], SLOWISH, now=100.0, supply=194) == []
-    assert offered(policy, [round_(20)], SLOWISH, now=100.0, supply=195) == ["j"]
-    assert offered(PropiusPolicy(), [round_(20)], SLOWISH, now=100.0, supply=195) == ["j"]  # the default's 1.5
-    assert offered(composed(DoomGuard(spare_supply=None)), [round_(20)], SLOWISH, now=100.0, supply=500) == []
+    assert offered_with(policy, 20, now=100.0, supply=194) == ["o"]
+    assert offered_with(policy, 20, now=100.0, supply=195) == ["j", "o"]
+    assert offered_with(PropiusPolicy(), 20, now=100.0, supply=195) == ["j", "o"]  # the default's 1.5
+    assert offered_with(composed(DoomGuard(spare_supply=None)), 20, now=100.0, supply=500) == ["o"]
     # A snapshot without the round's open time never excludes anyone.
     assert offered(policy, [view("j", demand=100, bound=20, deadline_at=300.0, **TASK)], SLOWISH, now=100.0) == ["j"]
 
 
 def test_doom_guard_feeds_no_round_its_class_has_too_few_clients_for(view: Callable[..., JobView]) -> None:
     # Demand 100, supply_floor 0.9: fed while its class has at least 90 recent clients (some more may come
-    # online before the deadline), not with 89.
-    def round_(bound: int) -> JobView:
-        return view("j", demand=100, target=130, bound=bound, opened_at=0.0, deadline_at=300.0, **TASK)
+    # online before the deadline), not with 89. Offered beside a round never judged (no deadline).
+    def rounds(bound: int) -> list[JobView]:
+        return [view("j", demand=100, target=130, bound=bound, opened_at=0.0, deadline_at=300.0, **TASK),
+                view("o", opened_at=0.0)]
 
     policy = composed(DoomGuard())
-    assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=89) == []  # judged from the start
-    assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=90) == ["j"]
-    assert offered(policy, [round_(100)], SLOWISH, now=10.0, supply=89) == ["j"]  # demand bound: over-selection
-    assert offered(composed(DoomGuard(supply_floor=1.5)), [round_(0)], SLOWISH, now=10.0, supply=149) == []
-    assert offered(composed(DoomGuard(supply_floor=None)), [round_(0)], SLOWISH, now=10.0, supply=89) == ["j"]
-    assert offered(PropiusPolicy(), [round_(0)], SLOWISH, now=10.0, supply=89) == []  # on in the default
+    assert offered(policy, rounds(0), SLOWISH, now=10.0, supply=89) == ["o"]  # judged from the start
+    assert offered(policy, rounds(0), SLOWISH, now=10.0, supply=90) == ["j", "o"]
+    assert offered(policy, rounds(100), SLOWISH, now=10.0, supply=89) == ["j", "o"]  # demand bound: over-selection
+    assert offered(composed(DoomGuard(supply_floor=1.5)), rounds(0), SLOWISH, now=10.0, supply=149) == ["o"]
+    assert offered(composed(DoomGuard(supply_floor=None)), rounds(0), SLOWISH, now=10.0, supply=89) == ["j", "o"]
+    assert offered(PropiusPolicy(), rounds(0), SLOWISH, now=10.0, supply=89) == ["o"]  # on in the default
     # Not judged: a class with no supply estimate yet, or an estimate of none (made before the checking-in
     # client came: a live scheduler at its start), and a round without a deadline.
     unknown = SchedulingContext(now=10.0, supply_by_class={}, client=SLOWISH)
-    assert [j.job_id for j in policy.rank_for_client(CLIENT, [round_(0)], unknown)] == ["j"]
-    assert offered(policy, [round_(0)], SLOWISH, now=10.0, supply=0) == ["j"]
+    assert [j.job_id for j in policy.rank_for_client(CLIENT, rounds(0), unknown)] == ["j", "o"]
+    assert offered(policy, rounds(0), SLOWISH, now=10.0, supply=0) == ["j", "o"]
     # A checking-in client the estimate has not counted yet (it came since) counts itself: 89 + 1.
     uncounted = SchedulingContext(now=10.0, supply_by_class={"{}": 89}, client=SLOWISH, client_counted=False)
-    assert [j.job_id for j in policy.rank_for_client(CLIENT, [round_(0)], uncounted)] == ["j"]
+    assert [j.job_id for j in policy.rank_for_client(CLIENT, rounds(0), uncounted)] == ["j", "o"]
     fewer = dataclasses.replace(uncounted, supply_by_class={"{}": 88})
-    assert policy.rank_for_client(CLIENT, [round_(0)], fewer) == []
+    assert [j.job_id for j in policy.rank_for_client(CLIENT, rounds(0), fewer)] == ["o"]
     endless = view("j", demand=100, target=130, bound=0, opened_at=0.0, **TASK)
     assert offered(policy, [endless], SLOWISH, now=10.0, supply=89) == ["j"]
+
+
+def test_doom_guard_holds_a_client_for_another_round_not_for_a_short_class(view: Callable[..., JobView]) -> None:
+    def round_(job_id: str, demand: int, **overrides: Any) -> JobView:
+        fields = dict(demand=demand, target=demand + 2, opened_at=0.0, deadline_at=300.0, **TASK)
+        return view(job_id, **{**fields, **overrides})
+
+    # Class supply 5: a round of demand 6 needs 0.9 x 6 = 5.4 > 5 recent clients (refused), one of demand 5 needs 4.5.
+    short, other_short, fillable = round_("a", 6), round_("b", 7), round_("c", 5)
+    policy = composed(DoomGuard())
+    assert offered(policy, [short, fillable], SLOWISH, now=10.0, supply=5) == ["c"]  # held for round c
+    # Every round refused for its class's supply: held, the client would wait idle while the class stays short;
+    # it binds to the first.
+    assert offered(policy, [short, other_short], SLOWISH, now=10.0, supply=5) == ["a"]
+    assert offered(policy, [other_short, short], SLOWISH, now=10.0, supply=5) == ["b"]
+    assert offered(PropiusPolicy(), [short, other_short], SLOWISH, now=10.0, supply=5) == ["a"]  # the default
+    assert offered(composed(DoomGuard(hold_alone=True)), [short, other_short], SLOWISH, now=10.0, supply=5) == []
+    # A round refused for its bind rate alone (the supply is there: 20 + 0.2 x 80 = 36 < 100 results, as in
+    # test_doom_guard_stops_feeding_a_round_that_cannot_fill_in_time) holds the client for its next attempt.
+    slow = round_("s", 100, target=130, bound=20, expected_results=20.0)
+    assert offered(policy, [slow], SLOWISH, now=100.0, supply=150) == []
+    assert offered(policy, [], SLOWISH, now=10.0, supply=5) == []
 
 
 def closing_at_170(view: Callable[..., JobView]) -> Callable[..., JobView]:
