@@ -57,7 +57,7 @@ class DoomGuard(OfferFilter):
     hold_alone: bool = False
 
     def offers(self, ranked: Sequence[JobView], ctx: SchedulingContext) -> list[JobView]:
-        kept = [job for job in ranked if self.keeps(job, ctx)]
+        kept = super().offers(ranked, ctx)
         if kept or self.hold_alone or not ranked or not self.too_few_clients(ranked[0], ctx):
             return kept
         return [ranked[0]]
