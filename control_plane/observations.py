@@ -99,6 +99,12 @@ class LiveObservations:
         idle = (client for client in served if client in online and client not in working)
         return estimate_fastest_fill(head, attempt, others, served, idle, self.history.estimate, now)
 
+    def short_under_fifo(self, job_id: str) -> bool:
+        """Whether the job's open round is still short of ``demand`` under FIFO
+        (:meth:`Attempt.short_under_fifo`); True while the events have not told of the round."""
+        attempt = self._attempts.get(job_id)
+        return attempt is None or attempt.short_under_fifo()
+
     def _attempt_of(self, view: JobView) -> Attempt | None:
         """The tracked attempt of ``view``'s open round (None: the events have not told of it yet)."""
         attempt = self._attempts.get(view.job_id)

@@ -179,7 +179,7 @@ class SchedulerView:
         ctx = replace(snap.ctx, client=self.observations.estimate(client_id))
         ranked = ranked_offers(ClientProfile.model_validate_json(cached[0]).attributes(), snap.views, self.policy,
                                ctx, joined=lambda view: self.bound_to(view.job_id, client_id))
-        return passed_over(job_id, ranked)
+        return passed_over(job_id, ranked, self.observations.short_under_fifo)
 
     def bound_to(self, job_id: str, client_id: str) -> bool:
         """Whether the client is already bound to the job's open round (as far as events told)."""

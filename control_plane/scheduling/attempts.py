@@ -48,6 +48,11 @@ class Attempt:
         self.passed_at.append(at)
         return self.filled_at is None and len(self.bind_times) + len(self.passed_at) == self.demand
 
+    def short_under_fifo(self) -> bool:
+        """Whether FIFO would still have had a free slot here for one more client: the round has not filled,
+        and its binds and the binds that passed it over are fewer than ``demand``."""
+        return self.filled_at is None and len(self.bind_times) + len(self.passed_at) < self.demand
+
     def delivered(self, client: Hashable) -> float | None:
         """``client`` delivered its result; when it had bound (None: it was not working here)."""
         member = self.members.pop(client, None)

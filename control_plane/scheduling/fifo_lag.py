@@ -9,15 +9,18 @@ fraction of the wait. Summed over a job's attempts, and counted as it grows in t
 estimate, measured rather than predicted, of how much longer than under FIFO the job has taken so far
 (the ``fifo_lag`` plug-in bounds it).
 
-A bind passes over, as FIFO would have served it, the oldest of the rounds the policy would offer the
-client that it ranked after the one the client took, when that round's job was registered before the one
-the client bound to. A round ranked before it was offered to the client first, which declined it (private
-constraints, checked on the device), as it would have under FIFO. A round the policy would not offer this
-client at all is not passed over either: what keeps the client from it is a dispatch rule (a client too
-slow for its deadline, or about to go offline, that the round would likely have lost), not the order, and
-FIFO's round would not have been done sooner for having it. Counting those made a large job on an
-overloaded pool (policy-20jobs' job-09, 1.01x its FIFO JCT) measure half its time lost; without them, a
-quarter. A client the live scheduler has not seen in a supply estimate yet passes nobody over.
+A bind passes over, as FIFO would have served it, the oldest of the rounds the policy would offer the client
+that it ranked after the one the client took, registered before the one the client bound to and still short
+of ``demand`` under FIFO (its binds and the passes already counted on it): once those would have filled the
+oldest round, FIFO would have given the next client to the next-oldest, so the pass spills over to it rather
+than being lost on a round that FIFO had already filled. A round ranked before it was offered to the client
+first, which declined it (private constraints, checked on the device), as it would have under FIFO. A round
+the policy would not offer this client at all is not passed over either: what keeps the client from it is a
+dispatch rule (a client too slow for its deadline, or about to go offline, that the round would likely have
+lost), not the order, and FIFO's round would not have been done sooner for having it. Counting those made a
+large job on an overloaded pool (policy-20jobs' job-09, 1.01x its FIFO JCT) measure half its time lost;
+without them, a quarter. A client the live scheduler has not seen in a supply estimate yet passes nobody
+over.
 
 Both drivers compute it the same way (the live binder at Accept, carried on the ``client_bound`` event
 to every shard; the simulator at its bind) and count it on the passed-over round's :class:`Attempt`.
@@ -25,7 +28,7 @@ to every shard; the simulator at its bind) and count it on the passed-over round
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from control_plane.scheduling.attempts import Attempt
 from policies import JobView
@@ -33,18 +36,25 @@ from policies import JobView
 __all__ = ["fifo_filled_at", "lost_s", "passed_over", "view_fields"]
 
 
-def passed_over(bound_job_id: str, ranked: Sequence[JobView]) -> str | None:
+def passed_over(bound_job_id: str, ranked: Sequence[JobView], short: Callable[[str], bool]) -> str | None:
     """The job FIFO would have given this bind instead of ``bound_job_id``, if it is older; None if none.
 
     ``ranked``: the rounds the policy would offer the client as it binds, first offered first
     (:func:`~control_plane.scheduling.matching.ranked_offers`). Only those ranked after the one it took
     count: those ranked before it were offered first, and the client declined them (its private constraints).
+    ``short``: whether a job's open round is still short of ``demand`` under FIFO
+    (:meth:`~control_plane.scheduling.attempts.Attempt.short_under_fifo`).
     """
     at = next((i for i, view in enumerate(ranked) if view.job_id == bound_job_id), None)
     if at is None:
         return None
-    oldest = min(ranked[at:], key=lambda view: (view.registered_at, view.job_id))
-    return None if oldest is ranked[at] else oldest.job_id
+    bound = ranked[at]
+
+    def order(view: JobView) -> tuple[float, str]:
+        return view.registered_at, view.job_id
+
+    older = [view for view in ranked[at + 1:] if order(view) < order(bound) and short(view.job_id)]
+    return min(older, key=order).job_id if older else None
 
 
 def fifo_filled_at(attempt: Attempt) -> float | None:

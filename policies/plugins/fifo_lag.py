@@ -10,8 +10,10 @@ they would have filled it to its close.
 
 Without those losses the job would have got this far in ``elapsed - lost`` seconds, so it is running at
 ``elapsed / (elapsed - lost)`` times its FIFO pace. Once that exceeds ``slowdown``, and the loss exceeds
-one round limit of the job (a young job's ratio moves by seconds: in a batch of jobs registered together,
-the first binds made every job that lost a few seconds to a newer one due at once), it is promoted: ranked
+one round limit of the job or, where they are shorter, ``floor_rounds`` of its recent rounds (a young job's
+ratio moves by seconds: in a batch of jobs registered together, the first binds made every job that lost a
+few seconds to a newer one due at once; but a job whose rounds take a minute against a round limit of ten
+lost ten of its rounds before the limit alone let it be promoted), it is promoted: ranked
 ahead of every job that is not, among promoted jobs oldest registration first (FIFO), and offered to every
 client, so no newer job passes it until it has caught up; then it is ranked by the sort again. Unlike a
 rule over the order alone (``fifo_floor``), it acts only on what passing a job actually cost it: on a pool
@@ -37,6 +39,15 @@ __all__ = ["FifoLag"]
 class FifoLag(PromotePlugin):
     name: ClassVar[str] = "fifo_lag"
     slowdown: Annotated[float, Field(gt=1.0)] = 1.35
+    floor_rounds: Annotated[float, Field(gt=0.0)] | None = 2.0
+
+    def noise_floor_s(self, job: JobView, limit: float) -> float:
+        """The loss below which the job is not promoted: one round limit, or ``floor_rounds`` of its recent rounds
+        (scheduling delay + response time) where those are shorter; the round limit alone until it has timed a
+        round, or with ``floor_rounds`` None."""
+        if self.floor_rounds is None or job.recent_schedule_s is None or job.recent_response_s is None:
+            return limit
+        return min(limit, self.floor_rounds * (job.recent_schedule_s + job.recent_response_s))
 
     def promote(self, job: JobView, ctx: SchedulingContext) -> float | None:
         limit = round_limit_s(job)
@@ -44,7 +55,7 @@ class FifoLag(PromotePlugin):
             return None
         lost = job.lost_to_newer_s + (max(0.0, ctx.now - job.fifo_filled_at) if job.fifo_filled_at is not None else 0.0)
         elapsed = ctx.now - job.registered_at
-        if lost <= limit:  # not yet a round limit: a young job's ratio is noise
+        if lost <= self.noise_floor_s(job, limit):  # a young job's ratio moves by seconds
             return None
         if elapsed <= self.slowdown * (elapsed - lost):  # within slowdown x its FIFO pace
             return None

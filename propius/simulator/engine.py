@@ -327,7 +327,7 @@ class Simulation:
     def _pass_over(self, job: SimJob, ranked: Sequence[JobView]) -> None:
         """Count the bind on the older round FIFO would have given it (the live binder's ``passed_over``),
         among the rounds the policy would have offered the client (``ranked``)."""
-        passed = passed_over(job.job_id, ranked)
+        passed = passed_over(job.job_id, ranked, lambda job_id: self.by_id[job_id].current.short_under_fifo())
         if passed is not None and self.by_id[passed].current.passed_over(self.now):
             self.by_id[passed].view = None
 

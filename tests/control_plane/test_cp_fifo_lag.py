@@ -34,7 +34,11 @@ def test_events_naming_a_passed_over_round_add_to_its_lost_time_as_the_simulator
     seen.on_event(opened("new", 1.0))
     # Two clients go to the newer job while the old round waits; its own two binds come at 10 and 30 s.
     seen.on_event(Event("client_bound", "new", 0, 0, "a", at=2.0, bound=1, passed_over="old"))
+    assert seen.short_under_fifo("old")
     seen.on_event(Event("client_bound", "new", 0, 0, "b", at=4.0, bound=2, passed_over="old"))
+    # FIFO would have filled it with those two: the binder credits the next pass to a younger round.
+    assert not seen.short_under_fifo("old") and not seen.short_under_fifo("new")  # "new" filled for real
+    assert seen.short_under_fifo("unheard-of")  # no round told of yet: as before the spill rule
     seen.on_event(Event("client_bound", "old", 0, 0, "c", at=10.0, bound=1))
     seen.on_event(Event("client_bound", "old", 0, 0, "d", at=30.0, bound=2))
     seen.on_event(Event("round_closed", "old", 0, 0, at=50.0))

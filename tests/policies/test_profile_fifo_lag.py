@@ -20,6 +20,8 @@ from propius.simulator.availability import AvailabilityModel
 from propius.simulator.jobs import SimJob
 from propius.specs import Constraints
 
+SHORT = lambda job_id: True  # noqa: E731 - every round still has a free slot under FIFO
+
 
 def test_a_bind_passes_over_the_oldest_older_round_ranked_after_it(view: Callable[..., JobView]) -> None:
     ranked = [  # the rounds the policy would offer the client, first offered first
@@ -29,13 +31,36 @@ def test_a_bind_passes_over_the_oldest_older_round_ranked_after_it(view: Callabl
         view("mid", registered_at=200.0),
     ]
     # FIFO would have given the client to "old", the oldest round it could take.
-    assert passed_over("new", ranked) == "old"
-    assert passed_over("mid", ranked) is None  # "old" was offered first: the client declined it
-    assert passed_over("first", ranked) == "old"
-    assert passed_over("old", ranked) is None  # the oldest it could take: nobody passed over
-    assert passed_over("gone", ranked) is None  # not among its offers now: nothing to compare with
+    assert passed_over("new", ranked, SHORT) == "old"
+    assert passed_over("mid", ranked, SHORT) is None  # "old" was offered first: the client declined it
+    assert passed_over("first", ranked, SHORT) == "old"
+    assert passed_over("old", ranked, SHORT) is None  # the oldest it could take: nobody passed over
+    assert passed_over("gone", ranked, SHORT) is None  # not among its offers now: nothing to compare with
     # Registration ties go by job id, as FIFO's order does.
-    assert passed_over("b", [view("b", registered_at=0.0), view("a", registered_at=0.0)]) == "a"
+    assert passed_over("b", [view("b", registered_at=0.0), view("a", registered_at=0.0)], SHORT) == "a"
+
+
+def test_a_pass_spills_over_to_the_next_oldest_round_once_fifo_would_have_filled_the_oldest(
+        view: Callable[..., JobView]) -> None:
+    """Demand 2 each: "old" has one bind and one pass, so FIFO would have filled it; the next client FIFO
+    would have given to "mid". Once "mid" is full under FIFO too, a bind to "new" passes nobody over."""
+    rounds = {"old": Attempt(0, 0, 0.0, 2), "mid": Attempt(0, 0, 0.0, 2)}
+    ranked = [view("new", registered_at=300.0), view("old", registered_at=100.0), view("mid", registered_at=200.0)]
+
+    def short(job_id: str) -> bool:
+        return rounds[job_id].short_under_fifo()
+
+    assert passed_over("new", ranked, short) == "old"
+    rounds["old"].bound("a", 1.0, 1.0, 1)
+    assert passed_over("new", ranked, short) == "old"  # one bind: a slot still free under FIFO
+    assert rounds["old"].passed_over(2.0)  # the pass that would have filled it
+    assert passed_over("new", ranked, short) == "mid"
+    rounds["mid"].passed_over(3.0)
+    rounds["mid"].passed_over(4.0)
+    assert passed_over("new", ranked, short) is None
+    rounds["old"] = Attempt(0, 0, 0.0, 2)
+    rounds["old"].bound("a", 1.0, 1.0, 2)  # filled for real (a slot count of 2 from the events)
+    assert not rounds["old"].short_under_fifo()
 
 
 def test_a_round_the_policy_would_not_offer_the_client_is_not_passed_over(view: Callable[..., JobView]) -> None:
@@ -55,9 +80,10 @@ def test_a_round_the_policy_would_not_offer_the_client_is_not_passed_over(view: 
     srsf = ProfilePolicy("t", [SmallestRemainingFirst()])
     ranked = ranked_offers({"ram": 4}, srsf.order(jobs, ctx), srsf, ctx, joined)
     assert [v.job_id for v in ranked] == ["new", "old", "older"]
-    assert passed_over("new", ranked) == "old"
+    assert passed_over("new", ranked, SHORT) == "old"
     guarded = ProfilePolicy("t", [SmallestRemainingFirst(), DoomGuard()])
-    assert passed_over("new", ranked_offers({"ram": 4}, guarded.order(jobs, ctx), guarded, ctx, joined)) == "older"
+    guarded_ranked = ranked_offers({"ram": 4}, guarded.order(jobs, ctx), guarded, ctx, joined)
+    assert passed_over("new", guarded_ranked, SHORT) == "older"
 
 
 def attempt(binds: list[float], passed: list[float], demand: int = 3) -> Attempt:
@@ -105,6 +131,20 @@ def test_a_job_more_than_slowdown_behind_its_fifo_pace_is_promoted(view: Callabl
     assert lag.promote(job("j", registered_at=1000.0, lost_to_newer_s=90.0), young) is None
     assert lag.promote(job("j", registered_at=900.0, lost_to_newer_s=101.0), young) == 900.0
     assert lag.promote(view("j", lost_to_newer_s=900.0), ctx) is None  # no open round: nothing to serve first
+
+
+def test_a_job_with_short_rounds_is_promoted_after_losing_floor_rounds_of_them(view: Callable[..., JobView]) -> None:
+    """Rounds of 10 s scheduling + 20 s response against a 100 s limit: the floor is 2 x 30 = 60 s of loss."""
+    ctx = SchedulingContext(now=1100.0, supply_by_class={"{}": 50})  # registered at 900: 200 s so far
+    job = functools.partial(view, registered_at=900.0, opened_at=1050.0, deadline_at=1150.0, recent_schedule_s=10.0,
+                            recent_response_s=20.0)
+    assert FifoLag().floor_rounds == pytest.approx(2.0)
+    assert FifoLag().promote(job("j", lost_to_newer_s=61.0), ctx) == 900.0  # 200 / 139 = 1.44x its FIFO pace
+    assert FifoLag().promote(job("j", lost_to_newer_s=59.0), ctx) is None  # 1.42x, but not yet two of its rounds
+    assert FifoLag(floor_rounds=None).promote(job("j", lost_to_newer_s=61.0), ctx) is None  # a round limit: 100 s
+    assert FifoLag(floor_rounds=None).promote(job("j", lost_to_newer_s=101.0), ctx) == 900.0
+    slow = job("j", lost_to_newer_s=99.0, recent_response_s=200.0)  # rounds longer than the limit: the limit
+    assert FifoLag().promote(slow, ctx) is None
 
 
 def test_a_promoted_job_goes_ahead_of_smaller_newer_ones(view: Callable[..., JobView]) -> None:
